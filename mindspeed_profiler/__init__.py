@@ -1,0 +1,44 @@
+"""mindspeed-profiler: profiling for RL post-training (GRPO, DPO, PPO) on Ascend NPU, CUDA and CPU.
+
+Public names are imported lazily so that `import mindspeed_profiler` stays cheap and never
+imports torch_npu (analysis needs no device and no torch_npu).
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "load_config": "mindspeed_profiler.config",
+    "ProfilerConfig": "mindspeed_profiler.config",
+    "IntegratedConfig": "mindspeed_profiler.config",
+    "TracerConfig": "mindspeed_profiler.config",
+    "SystemConfig": "mindspeed_profiler.config",
+    "ProfilerConfigError": "mindspeed_profiler.config",
+    "register_stage": "mindspeed_profiler.stages",
+    "IntegratedProfiler": "mindspeed_profiler.profiler",
+    "get_profiler": "mindspeed_profiler.profiler",
+    "profiler_start": "mindspeed_profiler.profiler",
+    "profiler_step": "mindspeed_profiler.profiler",
+    "mstx_timer_decorator": "mindspeed_profiler.mstx",
+    "mstx_range": "mindspeed_profiler.mstx",
+    "mstx_mark": "mindspeed_profiler.mstx",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mindspeed_profiler' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # cache: later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,0 +1,1 @@
+"""Subcommands of the `mindspeed-profiler` console script (see cli.py)."""

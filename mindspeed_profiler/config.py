@@ -1,0 +1,723 @@
+"""One schema for the whole `profiler_config` block: `integrated`, `tracer`, `system`.
+
+`integrated` keeps MindSpeed-RL's 15 field names, meanings and defaults verbatim, so a MindSpeed-RL
+training YAML loads unchanged; our additions are optional and their defaults keep MindSpeed's
+behaviour. Everything is validated at load time (on the driver, before any worker starts) and
+every problem is reported together in one `ProfilerConfigError`.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from mindspeed_profiler import stages as _stages
+
+ROOT_KEY = "profiler_config"
+SECTIONS = ("integrated", "tracer", "system")
+
+PROFILE_LEVELS = ("level_none", "level0", "level1", "level2")
+EXPORT_TYPES = ("text", "db")
+BACKENDS = ("auto", "npu", "torch")
+SYSTEM_BACKENDS = ("nsight", "rocprof_sys")
+TRACER_SINKS = ("file", "collector")
+# torch_npu.profiler.AiCMetrics members, by their config spelling.
+AIC_METRICS = (
+    "PipeUtilization",
+    "ArithmeticUtilization",
+    "Memory",
+    "MemoryL0",
+    "MemoryUB",
+    "ResourceConflictRatio",
+    "L2Cache",
+    "MemoryAccess",
+    "AiCoreNone",
+)
+PARALLEL_DIMS = ("tp", "pp", "dp", "cp", "ep")
+
+
+class ProfilerConfigError(ValueError):
+    """Every problem found in a profiler_config, reported together.
+
+    `problems` is a list of (path, message) pairs; str() lists them one per line.
+    """
+
+    def __init__(self, problems: Sequence[tuple[str, str]]):
+        self.problems = list(problems)
+        lines = [f"{len(self.problems)} problem(s) in {ROOT_KEY}:"] if len(self.problems) > 1 else []
+        lines += [f"{path}: {msg}" for path, msg in self.problems]
+        super().__init__("\n".join(lines))
+
+
+# --------------------------------------------------------------------------------------------
+# Typed, immutable config objects
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IntegratedConfig:
+    """`profiler_config.integrated`: MindSpeed-RL's fields first, then our optional additions."""
+
+    # --- MindSpeed-RL fields (names, meanings and defaults verbatim) ---
+    profile: bool = False
+    mstx: bool = False
+    stage: str | tuple[str, ...] = "all"
+    profile_save_path: str = "./profiler_data"
+    profile_export_type: str = "text"
+    profile_step_start: int = 1
+    profile_step_end: int = 2
+    profile_level: str = "level0"
+    profile_with_memory: bool = False
+    profile_record_shapes: bool = False
+    profile_with_cpu: bool = True
+    profile_with_npu: bool = True
+    profile_with_module: bool = False
+    profile_analysis: bool = False
+    profile_ranks: str | int | tuple[int, ...] = "all"
+    # --- our additions (defaults keep MindSpeed behaviour) ---
+    backend: str = "auto"
+    profile_steps: tuple[int, ...] | None = None
+    warmup_steps: int = 0
+    trace_size_budget_mb: float | None = None
+    profile_with_stack: bool = False
+    profile_with_flops: bool = False
+    aic_metrics: str | None = None
+    l2_cache: bool = False
+    data_simplification: bool = True
+    mstx_domain_include: tuple[str, ...] = ()
+    mstx_domain_exclude: tuple[str, ...] = ()
+    profile_parallel_ranks: Mapping[str, tuple[int, ...]] | None = None
+
+    @property
+    def stages(self) -> tuple[str, ...] | None:
+        """The selected stage names, or None for `all`."""
+        if self.stage == _stages.ALL:
+            return None
+        return (self.stage,) if isinstance(self.stage, str) else tuple(self.stage)
+
+    @property
+    def steps(self) -> tuple[int, ...]:
+        """The 1-based iterations to capture: the explicit list, else [start, end)."""
+        if self.profile_steps is not None:
+            return self.profile_steps
+        return tuple(range(self.profile_step_start, self.profile_step_end))
+
+    def rank_selected(self, rank: int) -> bool:
+        if self.profile_ranks == "all":
+            return True
+        if isinstance(self.profile_ranks, int):
+            return rank == self.profile_ranks
+        return rank in self.profile_ranks
+
+    def stage_selected(self, stage: str) -> bool:
+        selected = self.stages
+        return selected is None or stage in selected
+
+
+@dataclass(frozen=True)
+class TracerConfig:
+    """`profiler_config.tracer`: the cross-worker timeline (RLinf's cluster.tracer, done better)."""
+
+    enable: bool = False
+    output_dir: str | None = None  # default: <profile_save_path>/timeline
+    flush_every_events: int = 4096
+    flush_interval_s: float = 2.0
+    buffer_max_events: int = 1_000_000
+    sink: str = "file"
+    clock_sync: bool = True
+    clock_sync_rounds: int = 8
+    gzip: bool = False
+
+
+@dataclass(frozen=True)
+class SystemConfig:
+    """`profiler_config.system`: process-level nsys / rocprof-sys capture (RLinf's cluster.profiling)."""
+
+    backend: str = "nsight"
+    enabled: bool = True
+    worker_groups: tuple[str, ...] | None = None
+    steps: tuple[int, ...] | None = None
+    output_dir: str | None = None  # default: <profile_save_path>/system
+    options: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    flags: tuple[str, ...] = ()
+    args: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class ProfilerConfig:
+    """The whole validated `profiler_config` block."""
+
+    integrated: IntegratedConfig = field(default_factory=IntegratedConfig)
+    tracer: TracerConfig = field(default_factory=TracerConfig)
+    system: SystemConfig | None = None
+
+    @property
+    def timeline_dir(self) -> str:
+        return self.tracer.output_dir or os.path.join(self.integrated.profile_save_path, "timeline")
+
+    @property
+    def system_output_dir(self) -> str:
+        default = os.path.join(self.integrated.profile_save_path, "system")
+        return (self.system.output_dir if self.system else None) or default
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain, YAML-friendly dict (lists for tuples) of the normalized config."""
+        return {ROOT_KEY: {name: _plain(getattr(self, name)) for name in SECTIONS if getattr(self, name) is not None}}
+
+    def to_yaml(self) -> str:
+        import yaml
+
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "__dataclass_fields__"):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# Field checkers: each takes (value, path, problems) and returns the normalized value
+# --------------------------------------------------------------------------------------------
+
+Problems = list  # list[tuple[str, str]]
+Checker = Callable[[Any, str, Problems], Any]
+_BAD = object()  # marks a value that failed its check
+
+
+def _describe(value: Any) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+def _bool(value: Any, path: str, problems: Problems) -> Any:
+    if isinstance(value, bool):
+        return value
+    problems.append((path, f"got {_describe(value)}; expected true or false"))
+    return _BAD
+
+
+def _int(minimum: int | None = None) -> Checker:
+    def check(value: Any, path: str, problems: Problems) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int):
+            problems.append((path, f"got {_describe(value)}; expected an integer" + (f" >= {minimum}" if minimum is not None else "")))
+            return _BAD
+        if minimum is not None and value < minimum:
+            problems.append((path, f"got {value}; expected an integer >= {minimum}"))
+            return _BAD
+        return value
+
+    return check
+
+
+def _number(minimum_exclusive: float | None = None, optional: bool = False) -> Checker:
+    def check(value: Any, path: str, problems: Problems) -> Any:
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            problems.append((path, f"got {_describe(value)}; expected a number" + (" or null" if optional else "")))
+            return _BAD
+        if minimum_exclusive is not None and not value > minimum_exclusive:
+            problems.append((path, f"got {value}; expected a number > {minimum_exclusive}"))
+            return _BAD
+        return float(value)
+
+    return check
+
+
+def _choice(allowed: Sequence[str], optional: bool = False, case_insensitive: bool = False) -> Checker:
+    def check(value: Any, path: str, problems: Problems) -> Any:
+        if value is None and optional:
+            return None
+        if isinstance(value, str):
+            if value in allowed:
+                return value
+            if case_insensitive:
+                folded = {a.lower(): a for a in allowed}
+                if value.lower() in folded:
+                    return folded[value.lower()]
+        problems.append((path, f"got {_describe(value)}; allowed: {', '.join(allowed)}" + (" or null" if optional else "") + _hint(value, allowed)))
+        return _BAD
+
+    return check
+
+
+def _str(optional: bool = False) -> Checker:
+    def check(value: Any, path: str, problems: Problems) -> Any:
+        if value is None and optional:
+            return None
+        if isinstance(value, str) and value.strip():
+            return value
+        problems.append((path, f"got {_describe(value)}; expected a non-empty string" + (" or null" if optional else "")))
+        return _BAD
+
+    return check
+
+
+def _str_list(optional: bool = False) -> Checker:
+    def check(value: Any, path: str, problems: Problems) -> Any:
+        if value is None and optional:
+            return None
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) and v for v in value):
+            return tuple(value)
+        problems.append((path, f"got {_describe(value)}; expected a list of strings" + (" or null" if optional else "")))
+        return _BAD
+
+    return check
+
+
+def _step_list(optional: bool = True) -> Checker:
+    def check(value: Any, path: str, problems: Problems) -> Any:
+        if value is None and optional:
+            return None
+        if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value):
+            if len(set(value)) != len(value):
+                problems.append((path, f"got {list(value)}; steps must not repeat"))
+                return _BAD
+            return tuple(sorted(value))
+        problems.append((path, f"got {_describe(value)}; expected a non-empty list of integers >= 1 (1-based iterations)" + (" or null" if optional else "")))
+        return _BAD
+
+    return check
+
+
+def _scalar_map(value: Any, path: str, problems: Problems) -> Any:
+    """A mapping of str -> scalar (rendered as command-line values / env vars)."""
+    if value is None:
+        return MappingProxyType({})
+    if not isinstance(value, Mapping):
+        problems.append((path, f"got {_describe(value)}; expected a mapping of name: value"))
+        return _BAD
+    out: dict[str, str] = {}
+    ok = True
+    for k, v in value.items():
+        if not isinstance(k, str) or not k:
+            problems.append((f"{path}.{k}", f"key {k!r} must be a non-empty string"))
+            ok = False
+        elif isinstance(v, bool) or not isinstance(v, (str, int, float)):
+            problems.append((f"{path}.{k}", f"got {_describe(v)}; expected a string or number"))
+            ok = False
+        else:
+            out[k] = str(v)
+    return MappingProxyType(out) if ok else _BAD
+
+
+def _stage(value: Any, path: str, problems: Problems) -> Any:
+    valid = _stages.registered_stages()
+    allowed = f"allowed: all, or one or a list of: {', '.join(valid)} (trainers add more with register_stage)"
+    if value == _stages.ALL:
+        return value
+    if isinstance(value, str):
+        if _stages.is_stage(value):
+            return value
+        problems.append((path, f"unknown stage {value!r}; {allowed}{_hint(value, valid)}"))
+        return _BAD
+    if isinstance(value, (list, tuple)) and value:
+        bad = [v for v in value if not _stages.is_stage(v)]
+        if not bad:
+            if len(set(value)) != len(value):
+                problems.append((path, f"got {list(value)}; stage names must not repeat"))
+                return _BAD
+            return tuple(value)
+        for v in bad:
+            if v == _stages.ALL:
+                problems.append((path, f"'all' cannot be combined with other stages in a list; write stage: all"))
+            else:
+                problems.append((path, f"unknown stage {v!r} in list; {allowed}{_hint(v, valid)}"))
+        return _BAD
+    problems.append((path, f"got {_describe(value)}; {allowed}"))
+    return _BAD
+
+
+def _ranks(value: Any, path: str, problems: Problems) -> Any:
+    if value == "all":
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+        return tuple(sorted(set(value)))
+    extra = ""
+    if isinstance(value, str) and value != "all":
+        extra = " (a string such as \"0,1\" is not a list: write [0, 1])"
+    problems.append((path, f"got {_describe(value)}; allowed: 'all', a rank number >= 0, or a non-empty list of rank numbers such as [0, 1]{extra}"))
+    return _BAD
+
+
+def _parallel_ranks(value: Any, path: str, problems: Problems) -> Any:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not value:
+        problems.append((path, f"got {_describe(value)}; expected a mapping such as {{tp: [0], pp: [0]}} with keys from {', '.join(PARALLEL_DIMS)}"))
+        return _BAD
+    out: dict[str, tuple[int, ...]] = {}
+    ok = True
+    for k, v in value.items():
+        if k not in PARALLEL_DIMS:
+            problems.append((f"{path}.{k}", f"unknown parallel dimension {k!r}; allowed: {', '.join(PARALLEL_DIMS)}{_hint(k, PARALLEL_DIMS)}"))
+            ok = False
+            continue
+        items = [v] if isinstance(v, int) and not isinstance(v, bool) else v
+        if isinstance(items, (list, tuple)) and items and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in items):
+            out[k] = tuple(sorted(set(items)))
+        else:
+            problems.append((f"{path}.{k}", f"got {_describe(v)}; expected a rank number >= 0 or a list of them"))
+            ok = False
+    return MappingProxyType(out) if ok else _BAD
+
+
+def _save_path(value: Any, path: str, problems: Problems) -> Any:
+    if not isinstance(value, (str, os.PathLike)) or not str(value).strip():
+        problems.append((path, f"got {_describe(value)}; expected a directory path"))
+        return _BAD
+    return os.fspath(value)
+
+
+# --------------------------------------------------------------------------------------------
+# Section schemas: field name -> checker. Defaults come from the dataclasses.
+# --------------------------------------------------------------------------------------------
+
+INTEGRATED_FIELDS: dict[str, Checker] = {
+    "profile": _bool,
+    "mstx": _bool,
+    "stage": _stage,
+    "profile_save_path": _save_path,
+    "profile_export_type": _choice(EXPORT_TYPES, case_insensitive=True),
+    "profile_step_start": _int(1),
+    "profile_step_end": _int(1),
+    "profile_level": _choice(PROFILE_LEVELS, case_insensitive=True),
+    "profile_with_memory": _bool,
+    "profile_record_shapes": _bool,
+    "profile_with_cpu": _bool,
+    "profile_with_npu": _bool,
+    "profile_with_module": _bool,
+    "profile_analysis": _bool,
+    "profile_ranks": _ranks,
+    "backend": _choice(BACKENDS),
+    "profile_steps": _step_list(),
+    "warmup_steps": _int(0),
+    "trace_size_budget_mb": _number(0.0, optional=True),
+    "profile_with_stack": _bool,
+    "profile_with_flops": _bool,
+    "aic_metrics": _choice(AIC_METRICS, optional=True),
+    "l2_cache": _bool,
+    "data_simplification": _bool,
+    "mstx_domain_include": _str_list(),
+    "mstx_domain_exclude": _str_list(),
+    "profile_parallel_ranks": _parallel_ranks,
+}
+MINDSPEED_FIELDS = tuple(INTEGRATED_FIELDS)[:15]
+
+TRACER_FIELDS: dict[str, Checker] = {
+    "enable": _bool,
+    "output_dir": _str(optional=True),
+    "flush_every_events": _int(1),
+    "flush_interval_s": _number(0.0),
+    "buffer_max_events": _int(1),
+    "sink": _choice(TRACER_SINKS),
+    "clock_sync": _bool,
+    "clock_sync_rounds": _int(1),
+    "gzip": _bool,
+}
+
+SYSTEM_FIELDS: dict[str, Checker] = {
+    "backend": _choice(SYSTEM_BACKENDS),
+    "enabled": _bool,
+    "worker_groups": _str_list(optional=True),
+    "steps": _step_list(),
+    "output_dir": _str(optional=True),
+    "options": _scalar_map,
+    "flags": _str_list(),
+    "args": _scalar_map,
+    "env": _scalar_map,
+}
+
+_SECTION_SCHEMAS: dict[str, tuple[type, dict[str, Checker]]] = {
+    "integrated": (IntegratedConfig, INTEGRATED_FIELDS),
+    "tracer": (TracerConfig, TRACER_FIELDS),
+    "system": (SystemConfig, SYSTEM_FIELDS),
+}
+
+
+def _hint(value: Any, candidates: Iterable[str]) -> str:
+    if not isinstance(value, str):
+        return ""
+    close = difflib.get_close_matches(value, list(candidates), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _check_section(name: str, raw: Any, problems: Problems) -> dict[str, Any] | None:
+    """Type-check one section; returns its normalized fields (bad ones omitted) or None."""
+    path = f"{ROOT_KEY}.{name}"
+    _, schema = _SECTION_SCHEMAS[name]
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        problems.append((path, f"got {_describe(raw)}; expected a mapping of fields"))
+        return None
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in schema:
+            where = f"{path}.{key}"
+            # a field placed in the wrong section is a common slip: say where it belongs
+            home = next((s for s, (_, sch) in _SECTION_SCHEMAS.items() if s != name and key in sch), None)
+            also = f"; {key!r} is a field of {ROOT_KEY}.{home}" if home else ""
+            problems.append((where, f"unknown key {key!r}{_hint(key, schema)}{also}; valid keys: {', '.join(schema)}"))
+            continue
+        checked = schema[key](value, f"{path}.{key}", problems)
+        if checked is not _BAD:
+            out[key] = checked
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Cross-field rules
+# --------------------------------------------------------------------------------------------
+
+
+def _check_integrated(f: dict[str, Any], had_bad: bool, problems: Problems, check_paths: bool) -> None:
+    p = f"{ROOT_KEY}.integrated"
+    d = IntegratedConfig()
+    start = f.get("profile_step_start", d.profile_step_start)
+    end = f.get("profile_step_end", d.profile_step_end)
+    if "profile_step_start" in f or "profile_step_end" in f or not had_bad:
+        if isinstance(start, int) and isinstance(end, int) and not start < end:
+            problems.append((f"{p}.profile_step_end", f"got profile_step_start={start}, profile_step_end={end}; the window [start, end) "
+                             f"is empty: need 1 <= profile_step_start < profile_step_end (e.g. start={start}, end={start + 1})"))
+    include, exclude = f.get("mstx_domain_include", ()), f.get("mstx_domain_exclude", ())
+    if include and exclude:
+        problems.append((f"{p}.mstx_domain_exclude", "mstx_domain_include and mstx_domain_exclude cannot both be set (torch_npu accepts one)"))
+    profile = f.get("profile", d.profile)
+    if check_paths and profile and "profile_save_path" in f:
+        msg = _unwritable(f["profile_save_path"])
+        if msg:
+            problems.append((f"{p}.profile_save_path", msg))
+
+
+def _unwritable(path: str) -> str | None:
+    """Why `path` cannot be used as an output directory, or None. Creates nothing."""
+    target = Path(path).expanduser()
+    if target.exists():
+        if not target.is_dir():
+            return f"got {path!r}: it exists and is a file, not a directory"
+        if not os.access(target, os.W_OK | os.X_OK):
+            return f"got {path!r}: the directory is not writable by this user"
+        return None
+    parent = target.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"got {path!r}: {str(parent)!r} exists and is a file, so the directory cannot be created"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"got {path!r}: cannot create it, {str(parent)!r} is not writable by this user"
+    return None
+
+
+# nsys options that take a value, as the RLinf seed renders them; a flag of the same name conflicts.
+_CAPTURE_RANGE = "capture-range"
+_CAPTURE_RANGE_END = "capture-range-end"
+
+
+def _check_system(f: dict[str, Any], raw: Mapping[str, Any], problems: Problems, check_paths: bool, profile_save_path: str) -> None:
+    p = f"{ROOT_KEY}.system"
+    enabled = f.get("enabled", True)
+    if "backend" not in raw and enabled:
+        problems.append((f"{p}.backend", f"is required when the system section is enabled; allowed: {', '.join(SYSTEM_BACKENDS)}"))
+    backend = f.get("backend")
+    options = f.get("options") or {}
+    flags = f.get("flags") or ()
+    args = f.get("args") or {}
+    if backend == "rocprof_sys":
+        if options:
+            problems.append((f"{p}.options", "options are nsys profile options (backend: nsight); for rocprof_sys use args"))
+        if flags:
+            problems.append((f"{p}.flags", "flags are nsys profile flags (backend: nsight); for rocprof_sys use args"))
+    if backend == "nsight" and args:
+        problems.append((f"{p}.args", "args are rocprof-sys-python arguments (backend: rocprof_sys); for nsight use options and flags"))
+    for key in list(options) + list(args):
+        if key.startswith("-"):
+            section = "options" if key in options else "args"
+            problems.append((f"{p}.{section}.{key}", f"write the key without dashes ({key.lstrip('-')!r}): one-letter keys render as -k value, longer ones as --key=value"))
+    for flag in flags:
+        name = flag.lstrip("-")
+        if flag.startswith("-"):
+            problems.append((f"{p}.flags", f"write flag {flag!r} without dashes ({name!r}); it renders as --{name}"))
+        if name in options:
+            problems.append((f"{p}.flags", f"{name!r} is given both as a flag and as an option; keep one"))
+        if "=" in name:
+            problems.append((f"{p}.flags", f"flag {flag!r} carries a value; put it in options as {name.split('=')[0]}: {name.split('=', 1)[1]}"))
+    steps = f.get("steps")
+    if backend == "nsight" and steps:
+        cr = options.get(_CAPTURE_RANGE)
+        if cr is not None and cr != "cudaProfilerApi":
+            problems.append((f"{p}.options.{_CAPTURE_RANGE}", f"got {cr!r}; with steps set, the capture range is driven by cudaProfilerStart/Stop around each step, so it must be cudaProfilerApi (or left out)"))
+        end = options.get(_CAPTURE_RANGE_END)
+        if len(steps) > 1 and (end is None or end == "stop"):
+            # RLinf's bug: capture-range-end=stop makes nsys ignore every later range: only the first step is captured.
+            if end == "stop":
+                problems.append((f"{p}.options.{_CAPTURE_RANGE_END}", f"got 'stop' with {len(steps)} steps {list(steps)}: nsys ignores every capture range after the first, so only step {steps[0]} would be captured; use repeat:{len(steps)} or repeat-shutdown:{len(steps)} (or leave it out: we default to repeat:{len(steps)})"))
+    if check_paths and enabled and f.get("output_dir"):
+        msg = _unwritable(f["output_dir"])
+        if msg:
+            problems.append((f"{p}.output_dir", msg))
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------
+
+
+def _to_container(source: Any) -> Any:
+    """Turn an OmegaConf/Hydra DictConfig (or ListConfig) into plain Python, without importing omegaconf."""
+    mod = type(source).__module__
+    if mod.startswith("omegaconf"):
+        from omegaconf import OmegaConf
+
+        return OmegaConf.to_container(source, resolve=True)
+    return source
+
+
+def _read_source(source: Any) -> tuple[Any, str]:
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if not path.exists():
+            raise ProfilerConfigError([(str(path), "config file not found")])
+        if path.is_dir():
+            raise ProfilerConfigError([(str(path), "is a directory; expected a YAML file")])
+        import yaml
+
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = yaml.safe_load(fh)
+        except yaml.YAMLError as exc:
+            raise ProfilerConfigError([(str(path), f"not valid YAML: {exc}")]) from None
+        return data, str(path)
+    return _to_container(source), "<dict>"
+
+
+def _find_block(data: Any, origin: str) -> dict[str, Any]:
+    """Locate the profiler_config block in a whole training YAML, the block itself, or a bare section."""
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise ProfilerConfigError([(origin, f"got {_describe(data)} at the top level; expected a mapping")])
+    if ROOT_KEY in data:
+        block = _to_container(data[ROOT_KEY])
+        if block is None:
+            return {}
+        if not isinstance(block, Mapping):
+            raise ProfilerConfigError([(ROOT_KEY, f"got {_describe(block)}; expected a mapping with integrated / tracer / system")])
+        return dict(block)
+    keys = set(data)
+    if keys & set(SECTIONS):
+        return dict(data)  # the block itself; validate() reports any unknown section
+    if keys and (keys <= set(INTEGRATED_FIELDS) or "profile" in keys):
+        return {"integrated": dict(data)}  # a bare `integrated` section
+    # a training YAML with no profiler_config: profiling stays off (MindSpeed's default)
+    return {}
+
+
+def _parse_override(text: str) -> tuple[list[str], Any]:
+    import yaml
+
+    if "=" not in text:
+        raise ProfilerConfigError([(text, "override must look like profiler_config.integrated.stage=actor_update")])
+    key, raw_value = text.split("=", 1)
+    key = key.strip().lstrip("+")  # Hydra's '+key=value' adds a key; same for us
+    parts = [p for p in key.split(".") if p]
+    if parts and parts[0] == ROOT_KEY:
+        parts = parts[1:]
+    if not parts:
+        raise ProfilerConfigError([(text, "override has no key")])
+    try:
+        value = yaml.safe_load(raw_value) if raw_value.strip() else None
+    except yaml.YAMLError as exc:
+        raise ProfilerConfigError([(text, f"value is not valid YAML: {exc}")]) from None
+    return parts, value
+
+
+def _apply_override(block: dict[str, Any], parts: list[str], value: Any) -> None:
+    node = block
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = dict(child) if isinstance(child, Mapping) else {}
+            node[part] = child
+        node = child
+    node[parts[-1]] = value
+
+
+def _deep_copy(obj: Any) -> Any:
+    if isinstance(obj, Mapping):
+        return {k: _deep_copy(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_deep_copy(v) for v in obj]
+    return obj
+
+
+def validate(block: Mapping[str, Any], *, check_paths: bool = True) -> ProfilerConfig:
+    """Validate a `profiler_config` mapping (with integrated / tracer / system keys)."""
+    problems: list[tuple[str, str]] = []
+    if not isinstance(block, Mapping):
+        raise ProfilerConfigError([(ROOT_KEY, f"got {_describe(block)}; expected a mapping")])
+    for key in block:
+        if key not in SECTIONS:
+            problems.append((f"{ROOT_KEY}.{key}", f"unknown section {key!r}{_hint(key, SECTIONS)}; valid sections: {', '.join(SECTIONS)}"))
+    n_before = len(problems)
+    integ = _check_section("integrated", block.get("integrated"), problems)
+    integ_bad = len(problems) > n_before
+    tracer = _check_section("tracer", block.get("tracer"), problems)
+    system_raw = block.get("system")
+    system = _check_section("system", system_raw, problems) if system_raw is not None else None
+    if integ is not None:
+        _check_integrated(integ, integ_bad, problems, check_paths)
+    save_path = (integ or {}).get("profile_save_path", IntegratedConfig.profile_save_path)
+    if tracer and tracer.get("enable") and check_paths:
+        out = tracer.get("output_dir") or os.path.join(save_path, "timeline")
+        msg = _unwritable(out)
+        if msg:
+            problems.append((f"{ROOT_KEY}.tracer.output_dir", msg))
+    if system is not None and isinstance(system_raw, Mapping):
+        _check_system(system, system_raw, problems, check_paths, save_path)
+    if problems:
+        raise ProfilerConfigError(problems)
+    return ProfilerConfig(
+        integrated=IntegratedConfig(**(integ or {})),
+        tracer=TracerConfig(**(tracer or {})),
+        system=SystemConfig(**system) if system is not None else None,
+    )
+
+
+def load_config(source: Any = None, overrides: Iterable[str] = (), *, check_paths: bool = True) -> ProfilerConfig:
+    """Load and validate a profiler config.
+
+    `source`: a YAML path, a dict, an OmegaConf/Hydra DictConfig, or None (all defaults); either a
+    whole training YAML (the `profiler_config` key is found) or the block itself.
+    `overrides`: dotted `key=value` strings, e.g. `profiler_config.integrated.stage=actor_update`
+    (the `profiler_config.` prefix is optional; values are parsed as YAML).
+    Returns typed, immutable objects; raises ProfilerConfigError listing every problem.
+    """
+    if isinstance(source, ProfilerConfig):
+        block: dict[str, Any] = source.to_dict()[ROOT_KEY]
+    else:
+        data, origin = _read_source(source)
+        block = _deep_copy(_find_block(data, origin))
+    if isinstance(overrides, str):
+        overrides = [overrides]
+    errors: list[tuple[str, str]] = []
+    for text in overrides:
+        try:
+            parts, value = _parse_override(text)
+        except ProfilerConfigError as exc:
+            errors.extend(exc.problems)
+            continue
+        _apply_override(block, parts, value)
+    if errors:
+        raise ProfilerConfigError(errors)
+    return validate(block, check_paths=check_paths)

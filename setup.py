@@ -1,0 +1,50 @@
+"""mindspeed-profiler: profiling for RL post-training of large models (Ascend NPU, CUDA, CPU)."""
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).parent
+
+setup(
+    name="mindspeed-profiler",
+    version="0.1.0",
+    description="Profiling for RL post-training (GRPO, DPO, PPO) on Ascend NPUs, GPUs and CPUs",
+    long_description=(HERE / "README.md").read_text(encoding="utf-8") if (HERE / "README.md").exists() else "",
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["mindspeed_profiler", "mindspeed_profiler.*"]),
+    include_package_data=True,
+    package_data={"mindspeed_profiler": ["data/*.json", "analysis/templates/*"]},
+    install_requires=[
+        # A range, not a pin: the README's commands add constraints.txt so a fresh machine takes
+        # the CPU build of 2.13.0 instead of a multi-GB CUDA build.
+        "torch>=2.1",
+        "pyyaml>=6.0",
+        "numpy>=1.24",
+        "orjson>=3.9",
+        "rich>=13.0",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=7.4",
+            "pytest-timeout>=2.2",
+            "hypothesis>=6.90",
+            "omegaconf>=2.3",
+            "ray[default]>=2.9",
+        ],
+        "examples": [
+            "ray[default]>=2.9",
+            "megatron-core>=0.9",
+            "omegaconf>=2.3",
+        ],
+        # Ascend only. Never installed in CI: without CANN it cannot import, and it breaks
+        # `import torch` unless TORCH_DEVICE_BACKEND_AUTOLOAD=0.
+        "npu": ["torch-npu"],
+    },
+    entry_points={"console_scripts": ["mindspeed-profiler=mindspeed_profiler.cli:main"]},
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "License :: OSI Approved :: Apache Software License",
+        "Topic :: System :: Benchmark",
+    ],
+)
