@@ -373,7 +373,10 @@ def _parallel_ranks(value: Any, path: str, problems: Problems) -> Any:
 
 
 def _save_path(value: Any, path: str, problems: Problems) -> Any:
-    if not isinstance(value, (str, os.PathLike)) or not str(value).strip():
+    if value is None or (isinstance(value, str) and not value.strip()):
+        # MindSpeed-RL's own class default is "" (its docs say ./profiler_data): keep such YAMLs loading
+        return IntegratedConfig.profile_save_path
+    if not isinstance(value, (str, os.PathLike)):
         problems.append((path, f"got {_describe(value)}; expected a directory path"))
         return _BAD
     return os.fspath(value)
