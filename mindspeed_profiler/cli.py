@@ -55,12 +55,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     first = ALIASES.get(first, first)
     only = first if first in COMMANDS else None
     parser = build_parser(only)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
     command = ALIASES.get(args.command, args.command)
     if command is None:
         parser.print_help()
         return 2
-    return int(_load(command).run(args) or 0)
+    module = _load(command)
+    # argparse cannot take options between the items of a `nargs="*"` positional; a command that
+    # names such a positional in EXTRA_POSITIONALS gets the leftovers that are not options.
+    target = getattr(module, "EXTRA_POSITIONALS", None)
+    if extra:
+        if target is None or any(e.startswith("-") for e in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        setattr(args, target, list(getattr(args, target) or []) + extra)
+    return int(module.run(args) or 0)
 
 
 if __name__ == "__main__":

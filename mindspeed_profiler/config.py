@@ -451,7 +451,7 @@ _SECTION_SCHEMAS: dict[str, tuple[type, dict[str, Checker]]] = {
 def _hint(value: Any, candidates: Iterable[str]) -> str:
     if not isinstance(value, str):
         return ""
-    close = difflib.get_close_matches(value, list(candidates), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(value, list(candidates), n=1, cutoff=0.5)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 

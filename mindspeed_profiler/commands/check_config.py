@@ -11,6 +11,8 @@ import sys
 
 from mindspeed_profiler.config import ProfilerConfigError, load_config
 
+EXTRA_POSITIONALS = "overrides"  # overrides may come after --no-path-check
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="a training YAML with a profiler_config block, or the block itself")
