@@ -1,0 +1,239 @@
+"""The per-process span recorder: append to memory on the hot path, encode and write in a thread.
+
+Hot path (`add`): one deque append plus a length check; no I/O, no locks, no RPC. A flusher thread
+wakes every `flush_interval_s` (or early, once `flush_every` events are waiting), drains the
+deque, encodes the batch and hands it to the sink. A full buffer drops and counts, never blocks.
+Nothing here raises into user code: sink failures are reported once and recording goes on
+(falling back from a collector to a local file when one is configured).
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+import time
+from typing import Any, Optional
+
+from mindspeed_profiler.tracing import segment
+from mindspeed_profiler.tracing._warn import warn_once
+from mindspeed_profiler.tracing.clock import ClockAnchor, OffsetEstimate, take_anchor
+from mindspeed_profiler.tracing.sinks import FileSink
+
+_get_ident = threading.get_ident
+_get_running_loop = asyncio._get_running_loop  # C fast path; public get_running_loop raises when none
+_current_task = asyncio.current_task
+_monotonic_ns = time.monotonic_ns
+
+# Event tuple layout (kept flat and positional: it is built on the hot path).
+# (ph, name, cat, start_mono_ns, dur_ns, thread_ident, task_id, args, stage, iteration)
+
+
+class Recorder:
+    """One per process (STATE.tracer). Create through `init_tracer`."""
+
+    def __init__(
+        self,
+        role: str,
+        rank: int,
+        sink: Any,
+        *,
+        flush_every: int = 4096,
+        flush_interval_s: float = 2.0,
+        buffer_max: int = 1_000_000,
+        header_extra: Optional[dict] = None,
+        fallback_dir: Optional[str] = None,
+        start_thread: bool = True,
+    ):
+        self.role = role
+        self.rank = rank
+        self.sink = sink
+        self.flush_every = max(1, int(flush_every))
+        self.flush_interval_s = float(flush_interval_s)
+        self.buffer_max = max(1, int(buffer_max))
+        self.anchor: ClockAnchor = take_anchor()
+        self.header = segment.make_header(role, rank, self.anchor.wall_ns, self.anchor.mono_ns, header_extra)
+        self.pid = self.header["pid"]
+        self.recorded = 0
+        self.dropped = 0
+        self.failed_writes = 0
+        self._fallback_dir = fallback_dir
+        self._buf: collections.deque = collections.deque()
+        self._threads: dict[int, tuple[int, str]] = {}
+        self._tasks: dict[int, str] = {}
+        self._lanes: dict[tuple[int, int], int] = {}
+        self._records: list[Any] = []  # non-event records waiting for the next flush
+        self._header_sent = False
+        self._stats_sent: tuple[int, int, int] = (-1, -1, -1)
+        self._broken = False
+        self._closed = False
+        self._kicked = False
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        if start_thread:
+            self.start()
+
+    def start(self) -> None:
+        """Start the flusher thread (once)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="mindspeed-tracer-flush", daemon=True)
+            self._thread.start()
+
+    # ---------------------------------------------------------------- hot path
+    def now_wall_ns(self) -> int:
+        """This process's wall clock as the tracer sees it (anchor + monotonic)."""
+        return self.anchor.to_wall(_monotonic_ns())
+
+    def lane(self) -> tuple[int, int]:
+        """(thread ident, asyncio task id or 0): spans on one lane nest properly."""
+        ident = _get_ident()
+        if ident not in self._threads:
+            cur = threading.current_thread()
+            self._threads[ident] = (threading.get_native_id(), cur.name)
+        if _get_running_loop() is None:
+            return ident, 0
+        task = _current_task()
+        if task is None:
+            return ident, 0
+        key = id(task)
+        if key not in self._tasks:
+            self._tasks[key] = task.get_name()
+        return ident, key
+
+    def add(self, event: tuple) -> None:
+        buf = self._buf
+        if len(buf) >= self.buffer_max:
+            self.dropped += 1
+            return
+        buf.append(event)
+        if len(buf) >= self.flush_every and not self._kicked:
+            self._kicked = True
+            self._wake.set()
+
+    # ---------------------------------------------------------------- control
+    def set_clock_offset(self, est: OffsetEstimate, reference: str) -> None:
+        """Record this process's offset to the reference (driver) clock; applied at merge."""
+        self.header["offset_ns"] = est.offset_ns
+        self._records.append(
+            {
+                "type": "clock",
+                "offset_ns": est.offset_ns,
+                "uncertainty_ns": est.uncertainty_ns,
+                "rtt_ns": est.rtt_ns,
+                "samples": est.samples,
+                "reference": reference,
+                "at_wall_ns": self.now_wall_ns(),
+            }
+        )
+        self.flush()
+
+    def flush(self, final: bool = False) -> None:
+        """Drain the buffer into the sink (thread-safe; never raises)."""
+        try:
+            with self._lock:
+                self._flush_locked(final)
+        except Exception as exc:  # a bug here must still not reach the training loop
+            warn_once(f"tracer-flush-{self.pid}", f"mindspeed-profiler tracer: flush failed ({exc!r}); spans may be lost")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=max(5.0, 2 * self.flush_interval_s))
+        self.flush(final=True)
+        try:
+            self.sink.close()
+        except Exception as exc:
+            self._sink_failed(exc)
+
+    # ---------------------------------------------------------------- flusher side
+    def _run(self) -> None:
+        while not self._closed:
+            self._wake.wait(self.flush_interval_s)
+            self._wake.clear()
+            if self._closed:
+                break
+            self.flush()
+
+    def _flush_locked(self, final: bool) -> None:
+        self._kicked = False
+        buf = self._buf
+        pop = buf.popleft
+        batch = [pop() for _ in range(len(buf))]
+        records: list[Any] = self._records
+        self._records = []
+        for ev in batch:
+            records.append(self._encode_event(ev, records))
+        self.recorded += len(batch)
+        stats = (self.recorded, self.dropped, self.failed_writes)
+        if final or (stats != self._stats_sent and (self.dropped or self.failed_writes)):
+            records.append({"type": "stats", "recorded": stats[0], "dropped": stats[1], "failed_writes": stats[2]})
+            self._stats_sent = stats
+        if final:
+            records.append({"type": "close", "at_wall_ns": self.now_wall_ns()})
+        if self._broken:
+            self.dropped += len(batch)
+            return
+        if not records and self._header_sent:
+            return
+        self._write(records, len(batch))
+
+    def _encode_event(self, ev: tuple, records: list) -> list:
+        ph, name, cat, start, dur, ident, task, args, stage, iteration = ev
+        lane = self._lanes.get((ident, task))
+        if lane is None:
+            lane = len(self._lanes) + 1
+            self._lanes[(ident, task)] = lane
+            tid, tname = self._threads.get(ident, (ident, f"thread-{ident}"))
+            records.append({"type": "thread", "lane": lane, "tid": tid, "name": tname, "task": self._tasks.get(task) if task else None})
+        if stage is not None or iteration is not None:
+            args = dict(args) if args else {}
+            if stage is not None:
+                args.setdefault("stage", stage)
+            if iteration is not None:
+                args.setdefault("iteration", iteration)
+        return [ph, name, cat, start, dur, lane, args or None]
+
+    def _write(self, records: list, n_events: int) -> None:
+        if not self._header_sent:
+            records.insert(0, self.header)
+        try:
+            data = segment.encode_records(records)
+            self.sink.write(data)
+            self._header_sent = True
+            return
+        except Exception as exc:
+            self.failed_writes += 1
+            switched = self._sink_failed(exc)
+        if switched:  # retry this batch once on the fallback file, with a header
+            if records and records[0] is not self.header:
+                records.insert(0, self.header)
+            try:
+                self.sink.write(segment.encode_records(records))
+                self._header_sent = True
+                return
+            except Exception as exc:
+                self._sink_failed(exc)
+        self.dropped += n_events
+
+    def _sink_failed(self, exc: BaseException) -> bool:
+        """Report once; switch to a local file if possible (returns True), else stop writing."""
+        where = self.sink.describe() if hasattr(self.sink, "describe") else repr(self.sink)
+        if self._fallback_dir and not isinstance(self.sink, FileSink):
+            warn_once(
+                f"tracer-sink-{self.pid}",
+                f"mindspeed-profiler tracer: cannot write to {where} ({exc!r}); "
+                f"writing this process's segment to {self._fallback_dir} instead; training continues",
+            )
+            self.sink = FileSink(self._fallback_dir, segment.segment_name(self.role, self.rank, self.header["host"], self.pid))
+            self._header_sent = False
+            return True
+        warn_once(
+            f"tracer-sink-{self.pid}",
+            f"mindspeed-profiler tracer: cannot write to {where} ({exc!r}); "
+            "spans from this process are dropped from now on; training continues",
+        )
+        self._broken = True
+        return False
