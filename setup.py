@@ -44,7 +44,6 @@ setup(
     entry_points={"console_scripts": ["mindspeed-profiler=mindspeed_profiler.cli:main"]},
     classifiers=[
         "Programming Language :: Python :: 3",
-        "License :: OSI Approved :: Apache Software License",
         "Topic :: System :: Benchmark",
     ],
 )

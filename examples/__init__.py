@@ -1,0 +1,1 @@
+"""Runnable example trainers that use mindspeed-profiler end to end."""

@@ -1,0 +1,40 @@
+"""Pure tensor math shared by the GRPO and DPO examples (no I/O, no Ray, no profiler)."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def token_log_probs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Log-probability of each next token: logits [B, T, V] predict tokens[:, 1:] -> [B, T-1]."""
+    logp = F.log_softmax(logits[:, :-1].float(), dim=-1)
+    return logp.gather(-1, tokens[:, 1:].unsqueeze(-1)).squeeze(-1)
+
+
+def group_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-6) -> torch.Tensor:
+    """GRPO's group-normalised advantage: (r - mean(group)) / (std(group) + eps), per sample."""
+    g = rewards.view(-1, group_size)
+    adv = (g - g.mean(dim=1, keepdim=True)) / (g.std(dim=1, keepdim=True, unbiased=False) + eps)
+    return adv.view(-1)
+
+
+def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor, advantages: torch.Tensor,
+              mask: torch.Tensor, clip_ratio: float = 0.2, kl_coef: float = 0.01) -> tuple[torch.Tensor, dict]:
+    """Clipped policy-gradient loss with a k3 KL penalty to the reference, averaged over response tokens."""
+    ratio = torch.exp(logp - old_logp)
+    adv = advantages.unsqueeze(-1)
+    pg = -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip_ratio, 1 + clip_ratio) * adv)
+    log_r = ref_logp - logp
+    kl = torch.exp(log_r) - log_r - 1  # k3 estimator, >= 0
+    per_token = pg + kl_coef * kl
+    denom = mask.sum().clamp(min=1)
+    loss = (per_token * mask).sum() / denom
+    return loss, {"pg": float((pg * mask).sum() / denom), "kl": float((kl * mask).sum() / denom)}
+
+
+def dpo_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_chosen: torch.Tensor,
+             ref_rejected: torch.Tensor, beta: float = 0.1) -> tuple[torch.Tensor, dict]:
+    """DPO: -log sigmoid(beta * ((pi_c - ref_c) - (pi_r - ref_r))), inputs are summed sequence log-probs."""
+    margin = (policy_chosen - ref_chosen) - (policy_rejected - ref_rejected)
+    loss = -F.logsigmoid(beta * margin).mean()
+    return loss, {"margin": float(margin.mean()), "accuracy": float((margin > 0).float().mean())}

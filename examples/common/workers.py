@@ -1,0 +1,168 @@
+"""Ray workers for the example trainers: a real Megatron-core GPT policy per process, profiled.
+
+Each worker process builds its own IntegratedProfiler (kernel-level captures of the configured
+stages, steps and ranks) and tracer (spans on the cross-worker timeline), exactly as a user's
+MindSpeed-RL / verl worker would.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import torch
+
+from examples.common import task
+from examples.common.mcore_cpu import build_gpt, causal_mask, init_megatron
+from examples.common.rl_math import dpo_loss, grpo_loss, token_log_probs
+from mindspeed_profiler import IntegratedProfiler, load_config, mstx_range, mstx_timer_decorator
+from mindspeed_profiler.tracing import init_tracer, shutdown_tracer, trace_span
+
+
+class PolicyWorker:
+    """One rank of a worker group: a GPT policy, a profiler and a tracer. Subclasses add the RL steps."""
+
+    role = "policy"         # profiler role: names the capture directories
+    group = "PolicyGroup"   # tracer role: names the process on the timeline
+
+    def __init__(self, config: dict, rank: int, world_size: int, master_port: int, model: dict, seed: int = 0):
+        torch.set_num_threads(1)  # several workers share a laptop's cores
+        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0")
+        os.environ["MASTER_PORT"] = str(master_port)
+        init_megatron(rank=rank, world_size=world_size, seed=seed)
+        self.rank, self.world_size = rank, world_size
+        self.seq_len = model["prompt_len"] + model["response_len"]
+        self.model = build_gpt(task.VOCAB, self.seq_len, num_layers=model["layers"], hidden=model["hidden"], heads=model["heads"])
+        self.lr = model.get("lr", 1e-3)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.lr)
+        self.cfg = load_config(config, check_paths=False)  # validated on the driver already
+        init_tracer(self.cfg, role=self.group, rank=rank)
+        self.profiler = IntegratedProfiler(self.cfg.integrated, role=self.role)
+        self.profiler.start()  # MindSpeed starts it at the end of worker init
+
+    # -- plumbing -------------------------------------------------------------------------
+    def ready(self) -> dict[str, Any]:
+        return {"rank": self.rank, "pid": os.getpid(), "host": os.uname().nodename}
+
+    def get_weights(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().clone() for k, v in self.model.state_dict().items() if v is not None and torch.is_tensor(v)}
+
+    def set_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        self.model.load_state_dict(weights, strict=False)
+
+    def end_iteration(self) -> None:
+        self.profiler.step()
+
+    def shutdown(self) -> dict[str, Any]:
+        self.profiler.stop()
+        shutdown_tracer()
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        return {"rank": self.rank}
+
+    # -- model ----------------------------------------------------------------------------
+    def _logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        b, t = tokens.shape
+        pos = torch.arange(t).unsqueeze(0).expand(b, -1)
+        return self.model(tokens, pos, causal_mask(t))
+
+    @mstx_timer_decorator
+    def _log_probs(self, tokens: torch.Tensor) -> torch.Tensor:
+        return token_log_probs(self._logits(tokens), tokens)
+
+    def compute_log_prob(self, tokens: torch.Tensor, stage: str) -> torch.Tensor:
+        with self.profiler.stage(stage), torch.no_grad():
+            self.model.eval()
+            return self._log_probs(tokens)
+
+    def _all_reduce_grads(self) -> None:
+        """Data-parallel gradient average over the worker group (gloo on CPU, NCCL/HCCL on devices)."""
+        import torch.distributed as dist
+
+        if self.world_size == 1:
+            return
+        with mstx_range("grad_all_reduce"):
+            for p in self.model.parameters():
+                if p.grad is not None:
+                    dist.all_reduce(p.grad)
+                    p.grad /= self.world_size
+
+
+class ReferenceWorker(PolicyWorker):
+    """The frozen reference policy (KL anchor)."""
+
+    role = "reference"
+    group = "ReferenceGroup"
+
+    def compute_ref_log_prob(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.compute_log_prob(tokens, "reference_compute_log_prob")
+
+
+class GRPOActorWorker(PolicyWorker):
+    """The GRPO actor: generates, scores its own log-probs, and updates the policy."""
+
+    role = "actor"
+    group = "ActorGroup"
+
+    @mstx_timer_decorator
+    def _sample(self, prompts: torch.Tensor, n_samples: int, response_len: int, temperature: float) -> torch.Tensor:
+        tokens = prompts.repeat_interleave(n_samples, dim=0)
+        for _ in range(response_len):  # no KV cache: the model is tiny; what matters is real work to profile
+            logits = self._logits(tokens)[:, -1].float() / temperature
+            nxt = torch.multinomial(torch.softmax(logits, -1), 1)
+            tokens = torch.cat([tokens, nxt], dim=1)
+        return tokens
+
+    def generate(self, prompts: torch.Tensor, n_samples: int, response_len: int, temperature: float = 1.0) -> torch.Tensor:
+        with self.profiler.stage("actor_generate"), torch.no_grad():
+            self.model.eval()
+            return self._sample(prompts, n_samples, response_len, temperature)
+
+    def actor_log_prob(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.compute_log_prob(tokens, "actor_compute_log_prob")
+
+    def update(self, tokens: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor,
+               advantages: torch.Tensor, prompt_len: int, epochs: int = 1, clip_ratio: float = 0.2,
+               kl_coef: float = 0.01) -> dict[str, float]:
+        with self.profiler.stage("actor_update"):
+            self.model.train()
+            mask = torch.zeros_like(old_logp)
+            mask[:, prompt_len - 1:] = 1.0  # log-prob i scores token i+1: response tokens only
+            stats: dict[str, float] = {}
+            t0 = time.perf_counter()
+            for _ in range(epochs):
+                with mstx_range("forward_backward"):
+                    logp = self._log_probs(tokens)
+                    loss, stats = grpo_loss(logp, old_logp, ref_logp, advantages, mask, clip_ratio, kl_coef)
+                    self.optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                self._all_reduce_grads()
+                with mstx_range("optimizer_step"):
+                    self.optimizer.step()
+            stats.update(loss=float(loss), update_s=time.perf_counter() - t0)
+            return stats
+
+
+class DPOActorWorker(PolicyWorker):
+    """The DPO policy: one preference-loss update per batch against reference log-probs."""
+
+    role = "actor"
+    group = "ActorGroup"
+
+    def update(self, chosen: torch.Tensor, rejected: torch.Tensor, ref_chosen: torch.Tensor,
+               ref_rejected: torch.Tensor, prompt_len: int, beta: float = 0.1) -> dict[str, float]:
+        with self.profiler.stage("actor_update"):
+            self.model.train()
+            with mstx_range("forward_backward"):
+                both = self._log_probs(torch.cat([chosen, rejected]))[:, prompt_len - 1:].sum(-1)
+                pc, pr = both.chunk(2)
+                loss, stats = dpo_loss(pc, pr, ref_chosen, ref_rejected, beta)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+            self._all_reduce_grads()
+            with mstx_range("optimizer_step"):
+                self.optimizer.step()
+            stats["loss"] = float(loss)
+            return stats

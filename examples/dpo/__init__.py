@@ -1,0 +1,1 @@
+"""DPO example trainer."""

@@ -1,0 +1,1 @@
+"""GRPO example trainer."""
