@@ -1,0 +1,331 @@
+"""Markers: `mstx_timer_decorator`, `mstx_range`, `mstx_mark` (MindSpeed-RL's lightweight mode, fixed).
+
+Each marker dispatches to what the running backend supports:
+  - NPU:  torch_npu.npu.mstx range_start/range_end/mark (host-side; device-side when given a stream)
+  - CUDA: NVTX (torch.cuda.nvtx), plus torch.profiler.record_function while a capture runs
+  - CPU:  torch.profiler.record_function while a torch capture runs
+  - plus a timeline span (cat "mstx") when the tracer is on, and optional per-name timing metrics.
+Device markers are emitted only when `STATE.mstx_enabled` (set by the IntegratedProfiler when
+`integrated.mstx` is on for this rank, or by `enable_markers()` for use under nsys / msprof);
+with everything off a marked call costs a few attribute checks. Markers never raise into user
+code; the range is closed however the marked code ends, and its exception propagates unchanged.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterable, Optional, Union
+
+from mindspeed_profiler._state import STATE
+from mindspeed_profiler.tracing._metrics import METRICS
+from mindspeed_profiler.tracing._warn import warn_once
+from mindspeed_profiler.tracing._wrap import wrap_callable
+
+DEVICES = ("npu", "cuda", "cpu")
+DEFAULT_DOMAIN = "default"
+_perf_counter = time.perf_counter
+
+
+# ------------------------------------------------------------------------------ timing metrics
+
+
+def enable_marker_metrics(enabled: bool = True) -> None:
+    """Also time every marked range (even with profiling off): see `pop_marker_metrics`."""
+    METRICS.on = bool(enabled)
+
+
+def marker_metrics(reset: bool = False) -> dict[str, dict[str, float]]:
+    """{name: {"count", "total_s", "max_s"}} since the last reset."""
+    return METRICS.snapshot(reset)
+
+
+def pop_marker_metrics() -> dict[str, dict[str, float]]:
+    """The metrics of this iteration, then reset (call once per training step, like verl's timing_raw)."""
+    return marker_metrics(reset=True)
+
+
+# ------------------------------------------------------------------------------ backends
+
+
+def domain_selected(domain: str, include: Iterable[str], exclude: Iterable[str]) -> bool:
+    """torch_npu's rule: a non-empty include list wins; else everything not excluded."""
+    include = tuple(include)
+    if include:
+        return domain in include
+    return domain not in tuple(exclude)
+
+
+class _NpuMarkers:
+    """torch_npu.npu.mstx (signatures checked against the torch-npu 2.14 wheel source)."""
+
+    def __init__(self, mstx: Any):
+        self.mstx = mstx
+
+    def start(self, name: str, domain: str, stream: Any) -> Any:
+        rid = self.mstx.range_start(name, stream, domain)
+        return rid if rid else None  # 0 = failure: nothing to end
+
+    def end(self, token: Any, domain: str) -> None:
+        self.mstx.range_end(token, domain)
+
+    def mark(self, message: str, domain: str, stream: Any) -> None:
+        self.mstx.mark(message, stream, domain)
+
+
+class _NvtxMarkers:
+    """torch.cuda.nvtx (process-wide push/pop; NVTX domains are not exposed by torch: the name carries it)."""
+
+    def __init__(self, nvtx: Any):
+        self.nvtx = nvtx
+
+    def start(self, name: str, domain: str, stream: Any) -> Any:
+        self.nvtx.range_push(name if domain == DEFAULT_DOMAIN else f"{domain}:{name}")
+        return True
+
+    def end(self, token: Any, domain: str) -> None:
+        self.nvtx.range_pop()
+
+    def mark(self, message: str, domain: str, stream: Any) -> None:
+        self.nvtx.mark(message if domain == DEFAULT_DOMAIN else f"{domain}:{message}")
+
+
+class _RecordFunctionMarkers:
+    """torch.profiler.record_function: shows up as user_annotation in a running torch capture."""
+
+    def __init__(self, record_function: Any):
+        self.record_function = record_function
+
+    def start(self, name: str, domain: str, stream: Any) -> Any:
+        rf = self.record_function(name)
+        rf.__enter__()
+        return rf
+
+    def end(self, token: Any, domain: str) -> None:
+        token.__exit__(None, None, None)
+
+    def mark(self, message: str, domain: str, stream: Any) -> None:
+        with self.record_function(message):
+            pass
+
+
+_backends: dict[str, Optional[Any]] = {}  # device -> backend or None (unavailable), resolved once
+
+
+def _load_backend(kind: str) -> Optional[Any]:
+    if kind in _backends:
+        return _backends[kind]
+    backend = None
+    try:
+        if kind == "npu":
+            import torch_npu  # lazy: never at module top (it can break `import torch` without CANN)
+
+            backend = _NpuMarkers(torch_npu.npu.mstx)
+        elif kind == "cuda":
+            import torch
+
+            if torch.cuda.is_available():
+                backend = _NvtxMarkers(torch.cuda.nvtx)
+            else:  # CPU builds raise on every nvtx call
+                raise RuntimeError("torch.cuda is not available (CPU build or no GPU)")
+        elif kind == "record_function":
+            from torch.profiler import record_function
+
+            backend = _RecordFunctionMarkers(record_function)
+    except Exception as exc:
+        warn_once(f"mstx-backend-{kind}", f"mindspeed-profiler markers: {kind} markers unavailable ({exc!r}); those markers are skipped")
+        backend = None
+    _backends[kind] = backend
+    return backend
+
+
+def _device_backends() -> tuple:
+    """The device marker backends for the current STATE (empty when mstx is off)."""
+    if not STATE.mstx_enabled:
+        return ()
+    device = STATE.device or _detected_device()
+    out = []
+    if device == "npu":
+        out.append(_load_backend("npu"))
+    elif device == "cuda":
+        out.append(_load_backend("cuda"))
+    if device != "npu" and STATE.capture_active:
+        out.append(_load_backend("record_function"))
+    return tuple(b for b in out if b is not None)
+
+
+_detected: list = []
+
+
+def _detected_device() -> str:
+    """npu if torch_npu imports and sees a device, else cuda if available, else cpu (cached)."""
+    if not _detected:
+        _detected.append(_detect())
+    return _detected[0]
+
+
+def _detect() -> str:
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("torch_npu") is not None:
+            import torch_npu
+
+            if torch_npu.npu.is_available():
+                return "npu"
+    except Exception:
+        pass
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return "cuda"
+    except Exception:
+        pass
+    return "cpu"
+
+
+# ------------------------------------------------------------------------------ the range
+
+
+class _Range:
+    """One marked range: device markers + tracer span + timing, each closed on exit, never raising."""
+
+    __slots__ = ("name", "domain", "stream", "started", "span", "t0")
+
+    def __init__(self, name: str, domain: str, stream: Any):
+        self.name = name
+        self.domain = domain
+        self.stream = stream
+
+    def __enter__(self) -> "_Range":
+        self.started = []
+        self.span = None
+        self.t0 = None
+        if not domain_selected(self.domain, STATE.mstx_domain_include, STATE.mstx_domain_exclude):
+            return self
+        for backend in _device_backends():
+            try:
+                token = backend.start(self.name, self.domain, self.stream)
+            except Exception as exc:
+                warn_once(f"mstx-start-{type(backend).__name__}", f"mindspeed-profiler markers: range start failed ({exc!r}); continuing")
+                continue
+            if token is not None:
+                self.started.append((backend, token))
+        rec = STATE.tracer
+        if rec is not None:
+            from mindspeed_profiler.tracing.api import Span
+
+            args = None if self.domain == DEFAULT_DOMAIN else {"domain": self.domain}
+            self.span = Span(rec, self.name, "mstx", args).__enter__()
+        if METRICS.on:
+            self.t0 = _perf_counter()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if self.t0 is not None:
+            METRICS.add(self.name, _perf_counter() - self.t0)
+        if self.span is not None:
+            self.span.__exit__(exc_type, exc, tb)
+        for backend, token in reversed(self.started):
+            try:
+                backend.end(token, self.domain)
+            except Exception as exc_end:
+                warn_once(f"mstx-end-{type(backend).__name__}", f"mindspeed-profiler markers: range end failed ({exc_end!r}); continuing")
+        self.started = []
+        return False  # never swallow the marked code's exception
+
+
+def mstx_range(name: str, domain: str = DEFAULT_DOMAIN, stream: Any = None) -> Any:
+    """Context manager marking a block (a shared no-op object when markers are off)."""
+    if not (STATE.mstx_enabled or STATE.tracer is not None or METRICS.on):
+        return _OFF
+    return _Range(name, domain, stream)
+
+
+class _Off:
+    __slots__ = ()
+
+    def __enter__(self) -> "_Off":
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        return False
+
+
+_OFF = _Off()
+
+
+def mstx_timer_decorator(
+    func: Union[Callable, str, None] = None, *, name: Optional[str] = None, domain: str = DEFAULT_DOMAIN, stream: Any = None
+) -> Any:
+    """Mark each call of a sync or async function (or method).
+
+    Bare `@mstx_timer_decorator`, or `@mstx_timer_decorator("name")`,
+    or `@mstx_timer_decorator(name="x", domain="rollout")`. The range name defaults to the
+    function's qualified name (MindSpeed-RL uses `__name__`; the qualname tells methods apart).
+    """
+    if isinstance(func, str):
+        name, func = func, None
+
+    def decorate(f: Callable) -> Callable:
+        label = name or getattr(f, "__qualname__", None) or getattr(f, "__name__", repr(f))
+
+        return wrap_callable(f, lambda: _Range(label, domain, stream))
+
+    return decorate(func) if callable(func) else decorate
+
+
+def mstx_mark(message: str, domain: str = DEFAULT_DOMAIN, stream: Any = None) -> None:
+    """An instant marker (mstx mark / NVTX mark / zero-length record_function / tracer instant)."""
+    if not (STATE.mstx_enabled or STATE.tracer is not None):
+        return
+    if not domain_selected(domain, STATE.mstx_domain_include, STATE.mstx_domain_exclude):
+        return
+    for backend in _device_backends():
+        try:
+            backend.mark(message, domain, stream)
+        except Exception as exc:
+            warn_once(f"mstx-mark-{type(backend).__name__}", f"mindspeed-profiler markers: mark failed ({exc!r}); continuing")
+    if STATE.tracer is not None:
+        from mindspeed_profiler.tracing.api import trace_instant
+
+        trace_instant(message, "mstx", None if domain == DEFAULT_DOMAIN else {"domain": domain})
+
+
+# ------------------------------------------------------------------------------ without our profiler
+
+
+def enable_markers(
+    enabled: bool = True,
+    device: Optional[str] = None,
+    domain_include: Iterable[str] = (),
+    domain_exclude: Iterable[str] = (),
+) -> None:
+    """Turn device markers on (or off) without the IntegratedProfiler, e.g. under nsys or msprof.
+
+    `device`: "npu", "cuda" or "cpu"; None keeps the current one or auto-detects at first use.
+    (The IntegratedProfiler sets all of this itself from `integrated.mstx` and its domains.)
+    """
+    if device is not None and device not in DEVICES:
+        raise ValueError(f"enable_markers: device={device!r}; allowed: {', '.join(DEVICES)} or None (auto-detect)")
+    include, exclude = _domains("domain_include", domain_include), _domains("domain_exclude", domain_exclude)
+    STATE.mstx_enabled = bool(enabled)
+    if device is not None:
+        STATE.device = device
+    STATE.mstx_domain_include = include
+    STATE.mstx_domain_exclude = exclude
+
+
+def _domains(field: str, value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise ValueError(f"enable_markers: {field}={value!r}; expected a list of domain names such as ['default', 'rollout']")
+    items = tuple(value or ())
+    bad = [v for v in items if not isinstance(v, str) or not v]
+    if bad:
+        raise ValueError(f"enable_markers: {field} has {bad!r}; domain names must be non-empty strings")
+    return items
+
+
+def reset_marker_backends() -> None:
+    """Forget resolved backends (after the device changes, and in tests)."""
+    _backends.clear()
+    _detected.clear()
