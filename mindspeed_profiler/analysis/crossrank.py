@@ -1,0 +1,55 @@
+"""Across captures: the stage x rank table and slow ranks (ratio to the group median)."""
+from __future__ import annotations
+
+import statistics
+
+
+def _per_step(c: dict) -> tuple[float | None, str]:
+    """The time a capture's rank spent per step: device busy if there was a device, else wall."""
+    n = max(1, len(c.get("steps") or []))
+    dev = c.get("device")
+    if dev and dev.get("busy_us"):
+        return dev["busy_us"] / n, "device_busy_us_per_step"
+    if c.get("wall_us"):
+        return c["wall_us"] / n, "wall_us_per_step"
+    return None, ""
+
+
+def stage_rank_rows(captures: list[dict]) -> list[dict]:
+    """One row per (source, stage, rank): from captures, the timeline and cluster step traces."""
+    rows = []
+    for c in captures:
+        if c.get("status") != "ok":
+            continue
+        if c["kind"] in ("torch", "kineto", "ascend"):
+            v, metric = _per_step(c)
+            if v is not None and c.get("rank") is not None:
+                rows.append({"source": "capture", "stage": c.get("stage") or "all", "rank": c.get("rank"),
+                             "role": c.get("role"), "metric": metric, "value_us": v, "path": c["path"]})
+        elif c["kind"] == "timeline":
+            for r in c["timeline"]["stage_worker"]:
+                rows.append({"source": "timeline", "stage": r["stage"], "rank": r["worker"], "role": r["role"],
+                             "metric": "mean_span_us", "value_us": r["mean_us"], "path": c["path"]})
+        elif c["kind"] == "cluster":
+            for r in c["ranks"]:
+                rows.append({"source": "cluster", "stage": "step", "rank": r["rank"], "role": None,
+                             "metric": "computing_us", "value_us": r.get("computing_us", 0.0), "path": c["path"]})
+    return rows
+
+
+def slow_ranks(rows: list[dict], threshold: float = 1.2) -> list[dict]:
+    """Ratio of each rank's value to the median of its group (same source, stage, metric);
+    flagged when above `threshold`. Sorted: flagged first, then by ratio."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["source"], r["stage"], r["role"], r["metric"]), []).append(r)
+    out = []
+    for (source, stage, _role, metric), rs in groups.items():
+        if len(rs) < 2:
+            continue
+        med = statistics.median(r["value_us"] for r in rs)
+        for r in rs:
+            ratio = r["value_us"] / med if med > 0 else 0.0
+            out.append({"source": source, "stage": stage, "metric": metric, "rank": r["rank"], "role": r["role"],
+                        "value_us": r["value_us"], "median_us": med, "ratio": ratio, "flagged": ratio > threshold})
+    return sorted(out, key=lambda r: (not r["flagged"], -r["ratio"]))

@@ -1,0 +1,159 @@
+"""The offline batch: discover -> (parse raw Ascend captures) -> analyse captures in parallel
+-> cross-capture tables -> summary.json / report.html / analysis.db."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import orjson
+
+from . import ascend, crossrank
+from .capture import analyse_capture
+from .discover import Capture, discover
+
+SCHEMA = 1
+EXIT_OK, EXIT_SOME_FAILED, EXIT_NOTHING_FOUND = 0, 1, 3
+
+
+def _handle_raw(root: Path, caps: list[Capture], jobs: int, export_type: str, log: Callable[[str], None],
+                python: str = sys.executable) -> dict[str, str]:
+    """Parse raw Ascend captures with torch_npu when it works here; else a reason per capture."""
+    raw = [c for c in caps if c.kind == "ascend_raw"]
+    if not raw:
+        return {}
+    ok, why = ascend.npu_parser_available(python)
+    reasons: dict[str, str] = {}
+    for c in raw:
+        where = root / c.path
+        if not ok:
+            reasons[c.path] = (f"raw Ascend capture, not parsed yet (no ASCEND_PROFILER_OUTPUT): torch_npu with CANN "
+                               f"is not usable here ({why}). Parse it on a machine with torch_npu + CANN: "
+                               f"`mindspeed-profiler analyse {where}` (or torch_npu.profiler.profiler.analyse('{where}'))")
+            continue
+        log(f"parsing raw Ascend capture with torch_npu: {where}")
+        done, msg = ascend.parse_raw(where, jobs, export_type, python)
+        out = where / "ASCEND_PROFILER_OUTPUT"
+        text = [out / n for n in ("trace_view.json", "kernel_details.csv", "step_trace_time.csv") if (out / n).is_file()]
+        dbs = sorted(out.glob("ascend_pytorch_profiler*.db")) if out.is_dir() else []
+        if done and (text or dbs):
+            c.kind = "ascend"
+            c.files = [os.path.relpath(p, root) for p in (text or dbs)]
+        else:
+            reasons[c.path] = msg or "torch_npu offline parse wrote no ASCEND_PROFILER_OUTPUT"
+    return reasons
+
+
+def run_captures(root: Path, caps: list[Capture], jobs: int, top_n: int, want_events: bool,
+                 progress: bool) -> list[dict]:
+    """Analyse captures, in worker processes when there is more than one job and capture."""
+    todo = [c for c in caps if c.kind != "ascend_raw"]
+    results: dict[int, dict] = {}
+    bar = None
+    if progress and todo:
+        from rich.progress import Progress
+        bar = Progress(transient=True, console=_stderr_console())
+        task = bar.add_task("analysing", total=len(todo))
+    if jobs > 1 and len(todo) > 1:
+        ctx = mp.get_context("forkserver") if "forkserver" in mp.get_all_start_methods() else None
+        if ctx is not None:
+            ctx.set_forkserver_preload(["mindspeed_profiler.analysis.capture"])
+        with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
+            futs = {pool.submit(analyse_capture, str(root), c.to_dict(), top_n, want_events): i
+                    for i, c in enumerate(todo)}
+            if bar:
+                bar.start()
+            for f in as_completed(futs):
+                i = futs[f]
+                try:
+                    results[i] = f.result()
+                except Exception as exc:  # noqa: BLE001 - a worker that died (OOM, signal)
+                    r = todo[i].to_dict()
+                    r.update(status="failed", error=f"worker process failed: {type(exc).__name__}: {exc}")
+                    results[i] = {"capture": r, "events": None}
+                if bar:
+                    bar.advance(task)
+    else:
+        if bar:
+            bar.start()
+        for i, c in enumerate(todo):
+            results[i] = analyse_capture(str(root), c.to_dict(), top_n, want_events)
+            if bar:
+                bar.advance(task)
+    if bar:
+        bar.stop()
+    return [results[i] for i in range(len(todo))]
+
+
+def _stderr_console():
+    from rich.console import Console
+    return Console(stderr=True)
+
+
+def analyse_directory(root: str | Path, jobs: int | None = None, export_type: str = "text", top_n: int = 20,
+                      html: bool = True, threshold: float = 1.2, progress: bool | None = None,
+                      out_dir: str | Path | None = None, log: Callable[[str], None] | None = None,
+                      python: str = sys.executable) -> tuple[dict, int]:
+    """Analyse everything under `root`; write the outputs; return (summary, exit code)."""
+    t_start = time.perf_counter()
+    root = Path(root)
+    log = log or (lambda m: print(m, file=sys.stderr))
+    if not root.exists():
+        raise FileNotFoundError(f"analyse: directory {str(root)!r} does not exist")
+    jobs = jobs or os.cpu_count() or 1
+    if progress is None:
+        progress = sys.stderr.isatty()
+    base = root if root.is_dir() else root.parent
+    caps = discover(root)
+    reasons = _handle_raw(base if root.is_file() else root, caps, jobs, export_type, log, python)
+    results = run_captures(base if root.is_file() else root, caps, jobs, top_n, export_type == "db", progress)
+    captures = [r["capture"] for r in results]
+    for c in caps:
+        if c.kind == "ascend_raw":
+            d = c.to_dict()
+            d.update(status="unparsed", error=reasons.get(c.path, "not parsed"))
+            captures.append(d)
+    captures.sort(key=lambda c: c["path"])
+    rows = crossrank.stage_rank_rows(captures)
+    counts = {"found": len(captures), "ok": sum(c["status"] == "ok" for c in captures),
+              "failed": sum(c["status"] == "failed" for c in captures),
+              "unparsed": sum(c["status"] == "unparsed" for c in captures)}
+    code = EXIT_NOTHING_FOUND if not captures else EXIT_OK if counts["ok"] == len(captures) else EXIT_SOME_FAILED
+    timelines = [c for c in captures if c["kind"] == "timeline" and c["status"] == "ok"]
+    summary = {
+        "schema": SCHEMA, "tool": "mindspeed-profiler analyse", "root": str(root.resolve()),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "options": {"jobs": jobs, "export_type": export_type, "top": top_n, "threshold": threshold},
+        "counts": counts, "exit_code": code,
+        "captures": captures,
+        "stage_rank": rows,
+        "slow_ranks": crossrank.slow_ranks(rows, threshold),
+        "timeline": timelines[0]["timeline"] if timelines else None,
+        "elapsed_s": None,
+    }
+    out = Path(out_dir) if out_dir else base / "analysis"
+    if captures:
+        out.mkdir(parents=True, exist_ok=True)
+        if export_type == "db":
+            from .sqlite_export import write_db
+            write_db(out / "analysis.db", summary, results)
+        summary["elapsed_s"] = round(time.perf_counter() - t_start, 3)
+        write_summary(out / "summary.json", summary)
+        if html:
+            from .report_html import write_report
+            write_report(out / "report.html", summary)
+    return summary, code
+
+
+def write_summary(path: Path, summary: dict) -> None:
+    path.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+                                  | orjson.OPT_NON_STR_KEYS))
+
+
+def load_summary(path: Path) -> dict:
+    return orjson.loads(Path(path).read_bytes())

@@ -1,0 +1,188 @@
+"""Load trace JSON (plain or gzip) fast, or stream the event array in bounded memory.
+
+Small files: one `orjson.loads`. Large files: the bytes are read in chunks and split at event
+boundaries with a vectorised scan (quote / brace depth via numpy cumsum), and each batch of whole
+events is parsed with orjson, so memory stays at a few chunks whatever the file size. The rest of
+the top-level object (distributedInfo, deviceProperties, ...) is kept and parsed at the end.
+"""
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+import orjson
+
+STREAM_THRESHOLD = 64 << 20   # bytes on disk above which we stream
+CHUNK = 16 << 20
+
+_QUOTE, _BSLASH = ord('"'), ord("\\")
+_OPEN = (ord("{"), ord("["))
+_CLOSE = (ord("}"), ord("]"))
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+
+
+class TraceFormatError(ValueError):
+    """The file is not a trace we can read (reason in the message)."""
+
+
+def open_bytes(path: Path):
+    """A binary file object, transparently gunzipped (by magic number, not by name)."""
+    f = open(path, "rb")
+    magic = f.read(2)
+    f.seek(0)
+    if magic == b"\x1f\x8b":
+        f.close()
+        return gzip.open(path, "rb")
+    return f
+
+
+def read_bytes(path: Path) -> bytes:
+    with open_bytes(path) as f:
+        return f.read()
+
+
+def loads(data: bytes, path: Path):
+    if not data.strip():
+        raise TraceFormatError("empty file")
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise TraceFormatError(f"invalid or truncated JSON: {exc}") from None
+
+
+def load_trace(path: Path, on_batch: Callable[[list], None], stream: bool | None = None) -> dict:
+    """Parse a Chrome/Kineto trace, handing its events to `on_batch` in one or more lists.
+
+    Returns the top-level object without `traceEvents` (a bare-array trace returns {}).
+    """
+    path = Path(path)
+    if stream is None:
+        stream = path.stat().st_size > STREAM_THRESHOLD
+    if not stream:
+        try:
+            obj = loads(read_bytes(path), path)
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            raise TraceFormatError(f"cannot read: {type(exc).__name__}: {exc}") from None
+        if isinstance(obj, list):
+            on_batch(obj)
+            return {}
+        if not isinstance(obj, dict) or not isinstance(obj.get("traceEvents"), list):
+            keys = list(obj)[:8] if isinstance(obj, dict) else type(obj).__name__
+            raise TraceFormatError(f"not a Chrome/Kineto trace: no 'traceEvents' list (top level: {keys})")
+        on_batch(obj.pop("traceEvents"))
+        return obj
+    try:
+        return _stream(path, on_batch)
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise TraceFormatError(f"cannot read: {type(exc).__name__}: {exc}") from None
+
+
+def _chunks(path: Path) -> Iterator[bytes]:
+    with open_bytes(path) as f:
+        while True:
+            b = f.read(CHUNK)
+            if not b:
+                return
+            yield b
+
+
+def _event_ends(buf: bytes) -> tuple[np.ndarray, int]:
+    """Offsets just past each complete top-level value in `buf` (buf starts between values,
+    outside any string), and the offset of the closing ']' of the array (-1 if not in buf)."""
+    a = np.frombuffer(buf, dtype=np.uint8)
+    quotes = np.flatnonzero(a == _QUOTE)
+    if len(quotes):
+        # a quote preceded by an odd run of backslashes is escaped (rare: checked one by one)
+        maybe = quotes[(quotes > 0) & (a[np.maximum(quotes - 1, 0)] == _BSLASH)]
+        if len(maybe):
+            escaped = []
+            for q in maybe:
+                k = q - 1
+                while k >= 0 and a[k] == _BSLASH:
+                    k -= 1
+                if (q - 1 - k) % 2:
+                    escaped.append(q)
+            quotes = np.setdiff1d(quotes, np.array(escaped, dtype=quotes.dtype))
+    toggle = np.zeros(len(a) + 1, dtype=np.int8)
+    toggle[quotes + 1] = 1
+    # inside a string: after an odd number of (unescaped) quotes; braces there do not count
+    in_str = (np.cumsum(toggle[:-1], dtype=np.int64) & 1).astype(bool)
+    is_open = ((a == _OPEN[0]) | (a == _OPEN[1])) & ~in_str
+    is_close = ((a == _CLOSE[0]) | (a == _CLOSE[1])) & ~in_str
+    delta = is_open.astype(np.int32) - is_close.astype(np.int32)
+    depth = np.cumsum(delta, dtype=np.int64)
+    closes = np.flatnonzero(is_close)
+    ends = closes[depth[closes] == 0] + 1
+    below = closes[depth[closes] < 0]
+    return ends, int(below[0]) if len(below) else -1
+
+
+def _stream(path: Path, on_batch: Callable[[list], None]) -> dict:
+    head = b""          # bytes before the event array (top-level keys)
+    tail = b""          # bytes after it
+    carry = b""
+    state = "head"      # head -> events -> tail
+    bare = False
+    saw_any = False
+    for chunk in _chunks(path):
+        saw_any = saw_any or bool(chunk.strip())
+        if state == "head":
+            head += chunk
+            stripped = head.lstrip()
+            if stripped[:1] == b"[":
+                bare = True
+                idx = len(head) - len(stripped) + 1
+            else:
+                m = _EVENTS_KEY.search(head)
+                if not m:
+                    if len(head) > (256 << 20):
+                        raise TraceFormatError("not a Chrome/Kineto trace: no 'traceEvents' list")
+                    continue
+                idx = m.end()
+            carry, head = head[idx:], head[:idx]
+            state = "events"
+            chunk = b""
+        if state == "events":
+            buf = carry + chunk
+            ends, close = _event_ends(buf)
+            if close >= 0:
+                ends = ends[ends <= close]
+            if len(ends):
+                cut = int(ends[-1])
+                _parse_batch(buf[:cut], on_batch)
+                buf = buf[cut:]
+                close = close - cut if close >= 0 else -1
+            if close >= 0:
+                tail = buf[close:]
+                carry = b""
+                state = "tail"
+            else:
+                carry = buf
+            continue
+        tail += chunk
+    if not saw_any:
+        raise TraceFormatError("empty file")
+    if state != "tail":
+        raise TraceFormatError("invalid or truncated JSON: the event array never ends")
+    if bare:
+        if tail.strip() not in (b"]",):
+            raise TraceFormatError("invalid JSON after the event array")
+        return {}
+    rest = loads(head + tail, path)
+    if not isinstance(rest, dict):
+        raise TraceFormatError("not a Chrome/Kineto trace")
+    rest.pop("traceEvents", None)
+    return rest
+
+
+def _parse_batch(buf: bytes, on_batch: Callable[[list], None]) -> None:
+    body = buf.strip().lstrip(b",").strip()
+    if not body:
+        return
+    try:
+        on_batch(orjson.loads(b"[" + body + b"]"))
+    except orjson.JSONDecodeError as exc:
+        raise TraceFormatError(f"invalid JSON in the event array: {exc}") from None

@@ -1,0 +1,166 @@
+"""The RL view from the merged timeline: time per stage per iteration, overlap, idle per worker,
+and the critical path.
+
+Input: a Chrome trace object (docs/formats.md): `cat: "stage"` spans name the stage and carry
+args.role / rank / iteration; `cat: "iteration"` spans bound iterations. Without iteration spans,
+an iteration is the extent of the stage spans that carry its number.
+
+Critical path (no explicit dependencies in the trace, so a heuristic, stated): walking back from
+the iteration end, take the span that ends last before the current point, jump to its start, and
+repeat. The chain is the sequence of spans that bounds the iteration; the gaps between them are
+time when no stage on the path was running (driver work, scheduling, waiting).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from . import intervals, jsonscan
+
+MAX_GANTT_SPANS = 4000
+
+
+def load_timeline(where: Path, files: list[Path]) -> dict:
+    """The Chrome trace of a timeline: the merged file when there is one, else built from the
+    segments by the tracing package (imported lazily)."""
+    if files:
+        events: list = []
+        rest = jsonscan.load_trace(files[0], events.extend)
+        rest["traceEvents"] = events
+        return rest
+    try:
+        from mindspeed_profiler.tracing.merge import build_timeline
+    except ImportError as exc:
+        raise RuntimeError(f"{where}: only timeline segments (*.seg.jsonl) here and the tracing package "
+                           f"cannot be imported to merge them ({exc}); run `mindspeed-profiler merge {where}` "
+                           "where it is installed") from None
+    return build_timeline(str(where))
+
+
+def _worker(e: dict, pname: dict) -> str:
+    a = e.get("args") if isinstance(e.get("args"), dict) else {}
+    if a.get("role") is not None and a.get("rank") is not None:
+        return f"{a['role']}:{a['rank']}"
+    return str(pname.get(e.get("pid"), e.get("pid")))
+
+
+def _spans(trace: dict) -> tuple[list[dict], list[dict]]:
+    evs = trace.get("traceEvents") if isinstance(trace, dict) else trace
+    if not isinstance(evs, list):
+        raise ValueError("timeline: no traceEvents list")
+    pname = {e.get("pid"): (e.get("args") or {}).get("name") for e in evs
+             if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "process_name"}
+    stages, iters = [], []
+    for e in evs:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        cat = e.get("cat")
+        if cat not in ("stage", "iteration"):
+            continue
+        try:
+            ts, dur = float(e["ts"]), float(e.get("dur", 0.0))
+        except (KeyError, TypeError, ValueError):
+            continue
+        a = e.get("args") if isinstance(e.get("args"), dict) else {}
+        it = a.get("iteration")
+        it = int(it) if isinstance(it, (int, float)) else None
+        if cat == "stage":
+            stages.append({"stage": str(a.get("stage") or e.get("name")), "worker": _worker(e, pname),
+                           "role": a.get("role"), "rank": a.get("rank"), "iteration": it,
+                           "ts": ts, "dur": dur})
+        else:
+            iters.append({"iteration": it, "ts": ts, "dur": dur, "worker": _worker(e, pname)})
+    return stages, iters
+
+
+def _iteration_windows(stages: list[dict], iters: list[dict]) -> list[dict]:
+    win: dict[int, list[float]] = {}
+    for s in iters:   # several workers may each record the iteration: take the outer extent
+        if s["iteration"] is None:
+            continue
+        w = win.setdefault(s["iteration"], [s["ts"], s["ts"] + s["dur"]])
+        w[0], w[1] = min(w[0], s["ts"]), max(w[1], s["ts"] + s["dur"])
+    if not win:
+        for s in stages:
+            if s["iteration"] is None:
+                continue
+            w = win.setdefault(s["iteration"], [s["ts"], s["ts"] + s["dur"]])
+            w[0], w[1] = min(w[0], s["ts"]), max(w[1], s["ts"] + s["dur"])
+    return [{"iteration": k, "start": v[0], "end": v[1]} for k, v in sorted(win.items())]
+
+
+def critical_path(spans: list[dict], lo: float, hi: float) -> list[dict]:
+    """Greedy latest-finishing-predecessor chain inside [lo, hi] (see module doc)."""
+    cand = sorted(((min(s["ts"] + s["dur"], hi), max(s["ts"], lo), i) for i, s in enumerate(spans)
+                   if s["ts"] < hi and s["ts"] + s["dur"] > lo), reverse=True)
+    chain, cur = [], hi
+    eps = 1e-6
+    while cur > lo + eps:
+        best = None
+        for end, start, i in cand:       # sorted by end, descending: first fit is the latest
+            if end <= cur + eps and start < cur - eps:
+                if best is None or (end == best[0] and start < best[1]):
+                    best = (end, start, i)
+                elif end < best[0]:
+                    break
+        if best is None:
+            break
+        end, start, i = best
+        s = spans[i]
+        chain.append({"stage": s["stage"], "worker": s["worker"], "start_us": start, "dur_us": end - start,
+                      "wait_before_end_us": cur - end})
+        cur = start
+    chain.reverse()
+    return chain
+
+
+def analyse_timeline(trace: dict) -> dict:
+    stages, iters = _spans(trace)
+    if not stages and not iters:
+        raise ValueError("timeline: no 'stage' or 'iteration' spans (cat) found")
+    t0 = min([s["ts"] for s in stages] + [s["ts"] for s in iters])
+    windows = _iteration_windows(stages, iters)
+    per_iter = []
+    for w in windows:
+        lo, hi = w["start"], w["end"]
+        inside = [s for s in stages if s["ts"] < hi and s["ts"] + s["dur"] > lo
+                  and (s["iteration"] in (None, w["iteration"]))]
+        st = np.array([s["ts"] for s in inside]) if inside else np.empty(0)
+        en = np.array([s["ts"] + s["dur"] for s in inside]) if inside else np.empty(0)
+        st, en = np.maximum(st, lo), np.minimum(en, hi)
+        by_stage: dict[str, dict] = {}
+        for name in sorted({s["stage"] for s in inside}):
+            m = np.array([s["stage"] == name for s in inside])
+            by_stage[name] = {"total_us": float(np.sum(en[m] - st[m])), "wall_us": intervals.union_length(st[m], en[m]),
+                              "count": int(m.sum()),
+                              "first_start_us": float(st[m].min() - lo), "last_end_us": float(en[m].max() - lo)}
+        covered = intervals.union_length(st, en)
+        # time where two or more stages run at once: sum of per-stage walls minus their union
+        overlap = sum(v["wall_us"] for v in by_stage.values()) - covered
+        idle = {}
+        for wk in sorted({s["worker"] for s in inside}):
+            m = np.array([s["worker"] == wk for s in inside])
+            idle[wk] = (hi - lo) - intervals.union_length(st[m], en[m])
+        per_iter.append({"iteration": w["iteration"], "start_us": lo - t0, "dur_us": hi - lo,
+                         "stages": by_stage, "stage_covered_us": covered, "overlap_us": overlap,
+                         "no_stage_us": (hi - lo) - covered, "idle_per_worker_us": idle,
+                         "critical_path": critical_path(inside, lo, hi)})
+    # stage x worker table over the whole timeline
+    table: dict[tuple, dict] = {}
+    for s in stages:
+        r = table.setdefault((s["stage"], s["worker"]), {"stage": s["stage"], "worker": s["worker"], "role": s["role"],
+                                                         "rank": s["rank"], "count": 0, "total_us": 0.0})
+        r["count"] += 1
+        r["total_us"] += s["dur"]
+    for r in table.values():
+        r["mean_us"] = r["total_us"] / r["count"]
+    gantt = sorted(stages, key=lambda s: s["ts"])[:MAX_GANTT_SPANS]
+    return {
+        "n_stage_spans": len(stages), "n_iterations": len(windows), "t0_us": t0,
+        "iterations": per_iter,
+        "stage_worker": sorted(table.values(), key=lambda r: (r["stage"], str(r["worker"]))),
+        "gantt": [{"stage": s["stage"], "worker": s["worker"], "iteration": s["iteration"],
+                   "start_us": s["ts"] - t0, "dur_us": s["dur"]} for s in gantt],
+        "gantt_truncated": len(stages) > MAX_GANTT_SPANS,
+    }
