@@ -1,0 +1,112 @@
+"""Names and files of the output layout (docs/formats.md): capture directories, metadata, run.json.
+
+Pure naming functions plus two tiny I/O helpers (atomic JSON write, directory size).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+import socket
+import tempfile
+from pathlib import Path
+from typing import Any
+
+META_FILE = "mindspeed_profiler_meta.json"
+RUN_FILE = "run.json"
+ALL_DIR = "all"
+SUFFIX = {"torch": "pt", "npu": "ascend_pt"}
+
+# <role>_rank<R>_step<A>-<B>[_c<K>]_<host>_<pid>_<YYYYmmddHHMMSSmmm>_(ascend_)pt
+CAPTURE_DIR_RE = re.compile(
+    r"^(?P<role>.+)_rank(?P<rank>\d+)_step(?P<first>\d+)-(?P<last>\d+)(?:_c(?P<call>\d+))?"
+    r"_(?P<host>[A-Za-z0-9.\-]+)_(?P<pid>\d+)_(?P<time>\d{17})_(?P<suffix>ascend_pt|pt)$"
+)
+_ROLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+
+def check_role(role: object) -> str:
+    if not isinstance(role, str) or not _ROLE_RE.match(role):
+        raise ValueError(f"role {role!r} is not usable in a directory name: use letters, digits, '_', '.', '-' (e.g. 'actor')")
+    return role
+
+
+def host_token(host: str | None = None) -> str:
+    """The host name with '_' and odd characters replaced by '-', so names split unambiguously."""
+    return re.sub(r"[^A-Za-z0-9.\-]", "-", host or socket.gethostname()) or "host"
+
+
+def time_token(when: _dt.datetime | None = None) -> str:
+    """Local time with milliseconds, as torch_npu writes it: YYYYmmddHHMMSSmmm."""
+    return (when or _dt.datetime.now()).strftime("%Y%m%d%H%M%S%f")[:-3]
+
+
+def stage_dir(save_path: str, stage: str | None) -> Path:
+    return Path(save_path) / (stage or ALL_DIR)
+
+
+def worker_name(role: str, rank: int, first: int, last: int, call: int = 1, host: str | None = None) -> str:
+    """`<role>_rank<R>_step<A>-<B>[_c<K>]_<host>`: the part of the name before `_<pid>_<time>`."""
+    call_part = f"_c{call}" if call > 1 else ""
+    return f"{role}_rank{rank}_step{first}-{last}{call_part}_{host_token(host)}"
+
+
+def capture_dir_name(worker: str, backend: str, pid: int | None = None, when: _dt.datetime | None = None) -> str:
+    return f"{worker}_{os.getpid() if pid is None else pid}_{time_token(when)}_{SUFFIX[backend]}"
+
+
+def parse_capture_dir_name(name: str) -> dict[str, Any] | None:
+    m = CAPTURE_DIR_RE.match(name)
+    if not m:
+        return None
+    d: dict[str, Any] = m.groupdict()
+    for k in ("rank", "first", "last", "pid"):
+        d[k] = int(d[k])
+    d["call"] = int(d["call"] or 1)
+    d["backend"] = "npu" if d.pop("suffix") == "ascend_pt" else "torch"
+    return d
+
+
+def trace_basename(role: str, rank: int) -> str:
+    return f"{role}_rank{rank}"
+
+
+def trace_file_name(basename: str, pid: int | None = None) -> str:
+    """`<role>_rank<R>.<pid>.pt.trace.json.gz`: the Kineto JSON of a torch capture."""
+    return f"{basename}.{os.getpid() if pid is None else pid}.pt.trace.json.gz"
+
+
+def utc_now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def write_json_atomic(path: Path, obj: Any) -> Path:
+    """Write JSON via a temp file + os.replace, so readers never see half a file and concurrent
+    writers (many rank-0 processes writing run.json) cannot interleave."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(obj, fh, indent=1, default=str)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def dir_size(path: Path) -> int:
+    """Total bytes of the regular files under `path` (0 if it does not exist)."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total

@@ -1,0 +1,169 @@
+"""The `torch` backend: real torch.profiler captures on CUDA or CPU, Kineto JSON (gzip) per capture.
+
+What `profile_level` means here (torch has no levels of its own; this is our mapping):
+
+| level      | activities                      | adds                                                   |
+|------------|---------------------------------|--------------------------------------------------------|
+| level_none | CPU (+CUDA) while recording     | the exported trace keeps only annotations: user ranges |
+|            |                                 | (mstx / record_function / stages) and ProfilerStep#N   |
+| level0     | CPU ops (profile_with_cpu) +    | nothing: op names and durations, kernels on CUDA       |
+|            | device (profile_with_npu, CUDA) |                                                        |
+| level1     | as level0                       | record_shapes, with_flops                              |
+| level2     | as level0                       | record_shapes, with_flops, profile_memory, with_stack  |
+
+Explicit flags (`profile_record_shapes`, `profile_with_memory`, `profile_with_module`,
+`profile_with_stack`, `profile_with_flops`) add to the level (level_none ignores them: it keeps
+annotations only). torch cannot record annotations without recording ops, so level_none is small
+on disk, not free in time (see docs/perf_profiler.md).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+from mindspeed_profiler.backends import layout
+from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec
+
+_LEVEL_ADDS = {
+    "level_none": {},
+    "level0": {},
+    "level1": {"record_shapes": True, "with_flops": True},
+    "level2": {"record_shapes": True, "with_flops": True, "profile_memory": True, "with_stack": True},
+}
+ANNOTATION_CATS = frozenset({"user_annotation", "gpu_user_annotation"})
+
+
+def profile_options(cfg: Any, cuda: bool) -> dict[str, Any]:
+    """Pure: the torch.profiler.profile options a config means (activities by name) plus notes."""
+    level = cfg.profile_level
+    notes: list[str] = []
+    activities = []
+    if cfg.profile_with_cpu or level == "level_none":
+        activities.append("CPU")
+    if cfg.profile_with_npu and cuda:
+        activities.append("CUDA")
+    if not activities:
+        # CPU-only machine with profile_with_cpu false: nothing would be recorded at all.
+        activities.append("CPU")
+        notes.append("profile_with_cpu is false and no CUDA device: recording CPU activity anyway")
+    if level == "level_none" and not cfg.profile_with_cpu:
+        notes.append("level_none records CPU activity to see annotations; the trace keeps annotations only")
+    flags = {
+        "record_shapes": cfg.profile_record_shapes,
+        "profile_memory": cfg.profile_with_memory,
+        "with_stack": getattr(cfg, "profile_with_stack", False),
+        "with_modules": cfg.profile_with_module,
+        "with_flops": getattr(cfg, "profile_with_flops", False),
+    }
+    if level == "level_none":
+        flags = dict.fromkeys(flags, False)
+    else:
+        for k, v in _LEVEL_ADDS[level].items():
+            flags[k] = flags[k] or v
+    return {"activities": activities, **flags, "annotations_only": level == "level_none", "notes": notes}
+
+
+def keep_annotations(trace: dict[str, Any]) -> dict[str, Any]:
+    """Pure: a Kineto trace reduced to metadata events and user annotations (level_none)."""
+    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "M" or e.get("cat") in ANNOTATION_CATS]
+    return {**trace, "traceEvents": events}
+
+
+class TorchCapture(CaptureHandle):
+    """One torch.profiler capture driven by hand: prepare_trace() at `begin` (warmup),
+    start_trace() at `first`, stop_trace() after `last`; a `ProfilerStep#<iteration>` range per
+    recorded iteration, named by the 1-based training iteration."""
+
+    def __init__(self, spec: CaptureSpec, opts: dict[str, Any]):
+        self.spec = spec
+        self.opts = opts
+        self.directory = Path(spec.save_dir) / layout.capture_dir_name(spec.worker_name, "torch")
+        self._iteration = spec.begin
+        self._prof = None
+        self._step_range = None
+        self._recording = False
+        self._recorded = False
+
+    def start(self) -> None:
+        import torch
+
+        self.directory.mkdir(parents=True, exist_ok=False)
+        acts = [getattr(torch.profiler.ProfilerActivity, a) for a in self.opts["activities"]]
+        self._prof = torch.profiler.profile(
+            activities=acts,
+            record_shapes=self.opts["record_shapes"],
+            profile_memory=self.opts["profile_memory"],
+            with_stack=self.opts["with_stack"],
+            with_modules=self.opts["with_modules"],
+            with_flops=self.opts["with_flops"],
+        )
+        self._prof.prepare_trace()
+        if self.spec.warmup == 0:
+            self._begin_recording()
+
+    def _begin_recording(self) -> None:
+        self._prof.start_trace()
+        self._recording = self._recorded = True
+        self._enter_step()
+
+    def _enter_step(self) -> None:
+        import torch
+
+        self._step_range = torch.autograd.profiler.record_function(f"ProfilerStep#{self._iteration}")
+        self._step_range.__enter__()
+
+    def _exit_step(self) -> None:
+        if self._step_range is not None:
+            rng, self._step_range = self._step_range, None
+            rng.__exit__(None, None, None)
+
+    def step(self) -> None:
+        self._exit_step()
+        self._iteration += 1
+        if self._iteration == self.spec.first and not self._recording:
+            self._begin_recording()
+        elif self._recording and self._iteration <= self.spec.last:
+            self._enter_step()
+
+    def stop(self) -> None:
+        self._exit_step()
+        if self._prof is None:
+            return
+        if not self._recording and not self._recorded:
+            # stopped during warmup: Kineto needs start before stop; nothing is exported
+            self._prof.start_trace()
+        if self._recording or not self._recorded:
+            self._recording = False
+            self._prof.stop_trace()
+
+    def export(self) -> list[Path]:
+        if self._prof is None or not self._recorded:
+            return []
+        path = self.directory / layout.trace_file_name(self.spec.trace_basename)
+        self._prof.export_chrome_trace(str(path))
+        if self.opts["annotations_only"]:
+            with gzip.open(path, "rt", encoding="utf-8") as fh:
+                trace = json.load(fh)
+            with gzip.open(path, "wt", encoding="utf-8") as fh:
+                json.dump(keep_annotations(trace), fh)
+        return [path]
+
+
+class TorchBackend(Backend):
+    name = "torch"
+
+    def __init__(self, cuda: bool | None = None):
+        if cuda is None:
+            import torch
+
+            cuda = bool(torch.cuda.is_available())
+        self.cuda = cuda
+        self.device = "cuda" if cuda else "cpu"
+
+    def options(self, cfg: Any) -> dict[str, Any]:
+        return profile_options(cfg, self.cuda)
+
+    def open(self, spec: CaptureSpec) -> CaptureHandle:
+        return TorchCapture(spec, self.options(spec.cfg))

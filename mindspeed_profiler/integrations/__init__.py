@@ -1,0 +1,1 @@
+"""Glue to the frameworks around the profiler: Megatron (parallel layout) and Ray (actors)."""

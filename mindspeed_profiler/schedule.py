@@ -1,0 +1,136 @@
+"""Pure capture planning: from (step window | step list, warmup, stage mode) to what happens when.
+
+Iterations are 1-based. Iteration 1 begins at `IntegratedProfiler.start()`, iteration N+1 begins
+at the N-th `step()` call. Nothing here touches a profiler, a file or a clock.
+
+Rules (documented in docs/profiling.md):
+- The recorded steps are exactly the configured ones: `[profile_step_start, profile_step_end)` or
+  the explicit `profile_steps` list. Each run of consecutive steps is one capture (`stage: all`).
+- `warmup_steps` W: the profiler comes up W iterations before the first recorded step of a run,
+  warms up over them (not recorded) and records the run. W is shortened where there are not enough
+  iterations before the run (iteration 1, or the previous capture): never does a warmup overlap a
+  recorded step. The DPO preset (W=1) therefore runs `end - start + 1` iterations under the
+  profiler, MindSpeed's documented DPO semantic, whenever `start >= 2`.
+- Named stages (`stage: <name>` or a list): one capture per call of a selected stage in a recorded
+  iteration, no warmup (a stage call is not a repeating step the profiler could warm up on).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+IDLE, WARMUP, RECORD = "idle", "warmup", "record"
+
+
+@dataclass(frozen=True)
+class Window:
+    """One continuous capture: warm up over [begin, first), record [first, last]."""
+
+    first: int
+    last: int
+    warmup: int = 0
+    requested_warmup: int = 0
+
+    @property
+    def begin(self) -> int:
+        """The iteration at whose start the profiler comes up."""
+        return self.first - self.warmup
+
+    @property
+    def active(self) -> int:
+        return self.last - self.first + 1
+
+    @property
+    def steps(self) -> tuple[int, ...]:
+        return tuple(range(self.first, self.last + 1))
+
+    @property
+    def profiled_iterations(self) -> int:
+        """Iterations run under the profiler (warmup + recorded)."""
+        return self.warmup + self.active
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one process does: continuous windows (`stage: all`) or per-call stage captures."""
+
+    steps: frozenset[int]
+    windows: tuple[Window, ...]  # empty in stage mode
+    stages: tuple[str, ...] | None  # None = all (continuous mode)
+
+    @property
+    def continuous(self) -> bool:
+        return self.stages is None
+
+    def window_beginning_at(self, iteration: int) -> Window | None:
+        for w in self.windows:
+            if w.begin == iteration:
+                return w
+        return None
+
+    def window_resumed_at(self, iteration: int) -> Window | None:
+        """The window to open when the profiler starts at `iteration` (resuming mid-run allowed)."""
+        for w in self.windows:
+            if w.begin <= iteration <= w.last:
+                first = max(w.first, iteration)
+                return Window(first, w.last, warmup=first - iteration, requested_warmup=w.requested_warmup)
+        return None
+
+    def stage_call_recorded(self, stage: str, iteration: int) -> bool:
+        return self.stages is not None and stage in self.stages and iteration in self.steps
+
+    def action(self, iteration: int, stage: str | None = None) -> str:
+        """IDLE / WARMUP / RECORD for an iteration (continuous) or a stage call (stage mode)."""
+        if self.stages is not None:
+            return RECORD if stage is not None and self.stage_call_recorded(stage, iteration) else IDLE
+        for w in self.windows:
+            if w.first <= iteration <= w.last:
+                return RECORD
+            if w.begin <= iteration < w.first:
+                return WARMUP
+        return IDLE
+
+
+def runs(steps: Iterable[int]) -> list[tuple[int, int]]:
+    """Maximal runs of consecutive steps, as inclusive (first, last) pairs, ascending."""
+    out: list[tuple[int, int]] = []
+    for s in sorted(set(steps)):
+        if out and s == out[-1][1] + 1:
+            out[-1] = (out[-1][0], s)
+        else:
+            out.append((s, s))
+    return out
+
+
+def plan_windows(steps: Iterable[int], warmup: int = 0) -> tuple[Window, ...]:
+    """One Window per run of consecutive steps; each warmup clamped so it starts at >= 1 and
+    never overlaps the previous window."""
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    windows: list[Window] = []
+    prev_last = 0
+    for first, last in runs(steps):
+        if first < 1:
+            raise ValueError(f"steps are 1-based iterations; got {first}")
+        w = min(warmup, first - prev_last - 1)
+        windows.append(Window(first, last, warmup=w, requested_warmup=warmup))
+        prev_last = last
+    return tuple(windows)
+
+
+def make_plan(steps: Sequence[int], warmup: int = 0, stages: Sequence[str] | None = None) -> Plan:
+    """The plan for one process. `stages=None` means `stage: all` (continuous captures)."""
+    if stages is None:
+        return Plan(frozenset(steps), plan_windows(steps, warmup), None)
+    return Plan(frozenset(steps), (), tuple(stages))
+
+
+def plan_from_config(cfg) -> Plan:
+    """The plan for an IntegratedConfig (uses `.steps`, `.warmup_steps`, `.stages`)."""
+    return make_plan(cfg.steps, getattr(cfg, "warmup_steps", 0), cfg.stages)
+
+
+def schedule_args(window: Window) -> dict[str, int]:
+    """Keyword arguments for `torch.profiler.schedule` / `torch_npu.profiler.schedule` that make a
+    profiler started at `window.begin` warm up, record the window and save once."""
+    return {"wait": 0, "warmup": window.warmup, "active": window.active, "repeat": 1}
