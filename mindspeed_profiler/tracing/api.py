@@ -208,10 +208,10 @@ def _build_recorder(pc: Any, tc: Any, timeline_dir: str, role: str, rank: int) -
         fallback_dir=fallback,
         start_thread=False,
     )
-    # Write the header now: an unusable destination is found at init, not mid-training.
+    # Open and write the header now: an unusable destination is found at init, not mid-training.
+    if isinstance(sink, FileSink):
+        sink.write(b"")  # raises here (one warning from init_tracer) if the directory is unusable
     rec.flush()
-    if rec._broken and fallback is None:
-        raise OSError(f"cannot write the segment under {timeline_dir!r}")
     rec.start()
     return rec
 
