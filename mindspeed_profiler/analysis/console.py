@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -22,14 +23,14 @@ def print_summary(summary: dict, top_n: int = 10, console: Console | None = None
         w = d.get("window_us") or 0.0
         pct = lambda k: f"{100 * d[k] / w:.1f}%" if w and d.get(k) is not None else ""
         style = None if c["status"] == "ok" else "red"
-        t.add_row(c["path"], c["kind"], c["status"], str(c.get("role") or ""), str(c.get("rank") if c.get("rank") is not None else ""),
+        t.add_row(escape(c["path"]), c["kind"], c["status"], str(c.get("role") or ""), str(c.get("rank") if c.get("rank") is not None else ""),
                   str(c.get("stage") or ""), str(len(c.get("steps") or [])) if c.get("steps") else "",
                   _ms(c.get("wall_us")), _ms(d.get("busy_us")), pct("compute_us"), pct("communication_exposed_us"),
                   pct("idle_us"), style=style)
     con.print(t)
     for c in summary["captures"]:
         if c["status"] != "ok":
-            con.print(f"[red]{c['status']}[/red] {c['path']}: {c.get('error')}", highlight=False)
+            con.print(f"[red]{c['status']}[/red] {escape(c['path'])}: {escape(str(c.get('error')))}", highlight=False)
     flagged = [r for r in summary.get("slow_ranks", []) if r["flagged"]]
     if summary.get("slow_ranks"):
         t = Table(title=f"Slow ranks (ratio to median > {summary['options']['threshold']})" if flagged else

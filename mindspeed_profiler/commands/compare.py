@@ -1,0 +1,83 @@
+"""Compare two runs or captures: per stage, per rank and per op deltas, sorted by impact.
+
+    mindspeed-profiler compare A B [--top N] [--json OUT.json]
+
+A and B are each a directory already analysed (DIR/analysis/summary.json), an analysis directory,
+a summary.json, or a directory / trace to analyse now. Deltas are B - A in milliseconds.
+Exit codes: 0 compared; 1 a side could not be analysed; 2 usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("a", help="baseline run / capture / summary.json")
+    parser.add_argument("b", help="run / capture / summary.json to compare against A")
+    parser.add_argument("--top", type=int, default=15, help="rows per table (default: %(default)s)")
+    parser.add_argument("--json", dest="json_out", default=None, help="write the full comparison as JSON here ('-' = stdout)")
+    parser.add_argument("-j", "--jobs", type=int, default=None, help="worker processes when a side must be analysed")
+
+
+def load_or_analyse(where: str, jobs: int | None = None) -> dict:
+    """The summary of `where`, analysing it first when there is none."""
+    from mindspeed_profiler.analysis.driver import analyse_directory, load_summary
+
+    p = Path(where)
+    for cand in (p, p / "summary.json", p / "analysis" / "summary.json"):
+        if cand.is_file() and cand.name == "summary.json":
+            return load_summary(cand)
+    if not p.exists():
+        raise FileNotFoundError(f"compare: {where!r} does not exist")
+    summary, code = analyse_directory(p, jobs=jobs, progress=False)
+    if not summary["captures"]:
+        raise ValueError(f"compare: nothing to analyse under {where!r}")
+    return summary
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from mindspeed_profiler.analysis.compare import compare
+
+    try:
+        a, b = load_or_analyse(args.a, args.jobs), load_or_analyse(args.b, args.jobs)
+    except (OSError, ValueError) as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    res = compare(a, b)
+    if args.json_out == "-":
+        print(json.dumps(res, indent=2))
+        return 0
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(res, indent=2), encoding="utf-8")
+    con = Console()
+    if not con.is_terminal and con.width < 140:
+        con.width = 140
+    f = lambda v: "" if v is None else f"{v / 1e3:,.3f}"
+    for title, key in (("Stages", "stages"), ("Ranks", "ranks"), ("Ops and kernels (per step)", "ops")):
+        rows = res[key][: args.top]
+        if not rows:
+            continue
+        t = Table(title=f"{title}: B - A (ms), by impact")
+        for h in ("", "A ms", "B ms", "delta ms", "B/A"):
+            t.add_column(h, overflow="fold" if not h else "ellipsis")
+        for r in rows:
+            key = r["key"] if len(r["key"]) <= 100 else r["key"][:99] + "…"
+            t.add_row(escape(key), f(r["a_us"]), f(r["b_us"]), f(r["delta_us"]),
+                      "" if r["ratio"] is None else f"{r['ratio']:.3f}",
+                      style="red" if r["delta_us"] > 0 and r["ratio"] and r["ratio"] > 1.05 else None)
+        con.print(t)
+    return 0
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(prog="mindspeed-profiler compare", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    sys.exit(run(p.parse_args()))

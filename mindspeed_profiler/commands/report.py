@@ -1,0 +1,60 @@
+"""Regenerate report.html from an existing analysis, or run the analysis when there is none.
+
+    mindspeed-profiler report DIR [--reanalyse] [-j N]
+
+DIR is a profile_save_path (its analysis/summary.json is used), an analysis directory, or a
+summary.json. Without a summary (or with --reanalyse) this runs `analyse DIR` (which writes the
+report). Prints the path of report.html. Exit codes as `analyse` (0 ok, 1 some captures failed,
+3 nothing found).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("directory", help="profile_save_path, analysis directory or summary.json")
+    parser.add_argument("--reanalyse", action="store_true", help="analyse again even if a summary exists")
+    parser.add_argument("-j", "--jobs", type=int, default=None, help="worker processes if analysing")
+
+
+def find_summary(p: Path) -> Path | None:
+    for cand in (p, p / "summary.json", p / "analysis" / "summary.json"):
+        if cand.is_file() and cand.name == "summary.json":
+            return cand
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    from mindspeed_profiler.analysis.driver import EXIT_NOTHING_FOUND, analyse_directory, load_summary
+    from mindspeed_profiler.analysis.report_html import write_report
+
+    p = Path(args.directory)
+    found = None if args.reanalyse else find_summary(p)
+    if found is not None:
+        try:
+            summary = load_summary(found)
+        except Exception as exc:  # noqa: BLE001
+            print(f"report: cannot read {found}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
+        out = write_report(found.parent / "report.html", summary)
+        print(out)
+        return int(summary.get("exit_code", 0))
+    if not p.exists():
+        print(f"report: {str(p)!r} does not exist", file=sys.stderr)
+        return EXIT_NOTHING_FOUND
+    summary, code = analyse_directory(p, jobs=args.jobs)
+    if code == EXIT_NOTHING_FOUND:
+        print(f"report: nothing to analyse under {p}", file=sys.stderr)
+        return code
+    print((p if p.is_dir() else p.parent) / "analysis" / "report.html")
+    return code
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(prog="mindspeed-profiler report", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(ap)
+    sys.exit(run(ap.parse_args()))
