@@ -289,6 +289,9 @@ class IntegratedProfiler:
         if self.enabled:
             self._open = None
             for cap in sorted(self._live, key=lambda c: c.spec.first):
+                if self._iteration < cap.spec.last:
+                    cap.meta["notes"].append(f"stopped early: iterations {cap.spec.first}-{self._iteration} recorded "
+                                             f"(iteration {self._iteration} possibly in part)")
                 self._close(cap)
             _RUNNING.discard(self)
             STATE.mstx_enabled = False

@@ -1,0 +1,88 @@
+"""schedule.py: pure capture planning (windows, step lists, warmup, DPO, stage mode)."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mindspeed_profiler import load_config
+from mindspeed_profiler.schedule import RECORD, WARMUP, IDLE, Window, make_plan, plan_from_config, plan_windows, runs, schedule_args
+
+
+def test_runs_groups_consecutive_steps():
+    assert runs([5, 1, 2, 3, 9, 10]) == [(1, 3), (5, 5), (9, 10)]
+    assert runs([]) == []
+
+
+def test_window_from_config_is_half_open():
+    cfg = load_config({"integrated": {"profile": True, "profile_step_start": 3, "profile_step_end": 6}}).integrated
+    plan = plan_from_config(cfg)
+    assert plan.continuous
+    assert plan.windows == (Window(3, 5, 0, 0),)
+    assert [plan.action(i) for i in range(1, 8)] == [IDLE, IDLE, RECORD, RECORD, RECORD, IDLE, IDLE]
+
+
+def test_step_list_one_window_per_run():
+    plan = make_plan([2, 3, 7, 9, 10], warmup=0)
+    assert [(w.first, w.last) for w in plan.windows] == [(2, 3), (7, 7), (9, 10)]
+
+
+def test_warmup_precedes_and_is_clamped():
+    ws = plan_windows([3, 4, 6, 20], warmup=2)
+    assert [(w.begin, w.first, w.last, w.warmup) for w in ws] == [
+        (1, 3, 4, 2),    # iterations 1-2 warm up
+        (5, 6, 6, 1),    # only iteration 5 lies between the previous window and this one
+        (18, 20, 20, 2),
+    ]
+    # first step 1: nothing before it to warm up on
+    assert plan_windows([1, 2], warmup=3)[0].warmup == 0
+
+
+def test_dpo_semantic_end_minus_start_plus_one_iterations():
+    # MindSpeed DPO: one warmup step, so end - start + 1 iterations run under the profiler
+    cfg = load_config("configs/profiler_config/dpo.yaml").integrated
+    assert cfg.warmup_steps == 1
+    for start, end in [(2, 3), (3, 6), (10, 12)]:
+        w = plan_windows(range(start, end), warmup=1)[0]
+        assert w.profiled_iterations == end - start + 1
+        assert (w.begin, w.first, w.last) == (start - 1, start, end - 1)
+        assert schedule_args(w) == {"wait": 0, "warmup": 1, "active": end - start, "repeat": 1}
+
+
+def test_stage_mode_one_capture_per_selected_call():
+    plan = make_plan([2, 3], stages=("actor_update",))
+    assert not plan.continuous and plan.windows == ()
+    assert plan.stage_call_recorded("actor_update", 2)
+    assert not plan.stage_call_recorded("actor_generate", 2)
+    assert not plan.stage_call_recorded("actor_update", 4)
+    assert plan.action(3, "actor_update") == RECORD and plan.action(3) == IDLE
+
+
+def test_resume_mid_window():
+    plan = make_plan([3, 4, 5], warmup=1)
+    assert plan.window_resumed_at(4) == Window(4, 5, 0, 1)
+    assert plan.window_resumed_at(2) == Window(3, 5, 1, 1)
+    assert plan.window_resumed_at(6) is None
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="warmup"):
+        plan_windows([1], warmup=-1)
+    with pytest.raises(ValueError, match="1-based"):
+        plan_windows([0, 1])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.integers(1, 60), min_size=1, max_size=15), st.integers(0, 5))
+def test_recorded_steps_are_exactly_the_configured_ones(steps, warmup):
+    ws = plan_windows(steps, warmup)
+    recorded = [s for w in ws for s in w.steps]
+    assert recorded == sorted(steps)
+    prev_last = 0
+    for w in ws:
+        assert w.begin >= 1 and w.begin > prev_last  # warmup never overlaps a recorded step
+        assert 0 <= w.warmup <= warmup
+        prev_last = w.last
+    plan = make_plan(sorted(steps), warmup)
+    for it in range(1, 62):
+        assert (plan.action(it) == RECORD) == (it in steps)
