@@ -28,7 +28,7 @@ class Capture:
     role: str | None = None
     rank: int | None = None
     stage: str | None = None
-    steps: list[int] | None = None
+    step_range: list[int] | None = None   # [first, last] iteration, from the metadata / name
     meta: dict | None = None
     warnings: list[str] = field(default_factory=list)
 
@@ -59,14 +59,14 @@ def _identity(cap: Capture, root: Path, d: Path) -> None:
             cap.rank = meta.get("rank") if isinstance(meta.get("rank"), int) else None
             cap.stage = meta.get("stage")
             st = meta.get("steps")
-            cap.steps = list(st) if isinstance(st, list) else None
+            cap.step_range = list(st) if isinstance(st, list) else None
         except Exception as exc:  # noqa: BLE001 - a bad meta file is reported, not fatal
             cap.warnings.append(f"{_rel(root, meta_path)}: unreadable metadata ({type(exc).__name__}: {exc})")
     m = NAME_RE.match(d.name)
     if m:
         cap.role = cap.role or m["role"]
         cap.rank = cap.rank if cap.rank is not None else int(m["rank"])
-        cap.steps = cap.steps or [int(m["a"]), int(m["b"])]
+        cap.step_range = cap.step_range or [int(m["a"]), int(m["b"])]
     if cap.stage is None and d.parent != root:  # <save_path>/<stage or "all">/<capture>
         cap.stage = d.parent.name
 
