@@ -6,6 +6,7 @@ errors in `init_tracer` do raise: they are caught before any worker starts).
 """
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import os
@@ -22,6 +23,8 @@ from mindspeed_profiler.tracing.recorder import Recorder
 from mindspeed_profiler.tracing.sinks import CollectorSink, FileSink
 
 _monotonic_ns = time.monotonic_ns
+_get_ident = threading.get_ident
+_get_running_loop = asyncio._get_running_loop
 _NULL = contextlib.nullcontext()  # stateless and reentrant: one shared instance
 _atexit_registered = False
 _init_lock = threading.Lock()
@@ -40,10 +43,12 @@ class Span:
         self.done = False
 
     def __enter__(self) -> "Span":
-        try:
-            self.lane = self.rec.lane()
-        except Exception:
-            self.lane = (threading.get_ident(), 0)
+        rec = self.rec
+        # rec.lane() inlined: this and __exit__ are the tracer's whole hot path
+        ident = _get_ident()
+        if ident not in rec._threads:
+            rec.register_thread(ident)
+        self.lane = (ident, 0) if _get_running_loop() is None else (ident, rec.task_key())
         self.stage = STATE.stage
         self.iteration = STATE.iteration
         self.start = _monotonic_ns()
@@ -58,10 +63,14 @@ class Span:
         if exc_type is not None:
             args = dict(args or {})
             args["error"] = exc_type.__name__
-        try:
-            self.rec.add(("X", self.name, self.cat, self.start, end - self.start, self.lane[0], self.lane[1], args, self.stage, self.iteration))
-        except Exception:
-            pass
+        rec = self.rec
+        buf = rec._buf  # rec.add() inlined
+        if len(buf) >= rec.buffer_max:
+            rec.dropped += 1
+            return False
+        buf.append(("X", self.name, self.cat, self.start, end - self.start, self.lane[0], self.lane[1], args, self.stage, self.iteration))
+        if len(buf) >= rec.flush_every and not rec._kicked:
+            rec.kick()
         return False
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import io
 import threading
 import time
 from typing import Any, Optional
@@ -88,17 +89,23 @@ class Recorder:
         """(thread ident, asyncio task id or 0): spans on one lane nest properly."""
         ident = _get_ident()
         if ident not in self._threads:
-            cur = threading.current_thread()
-            self._threads[ident] = (threading.get_native_id(), cur.name)
+            self.register_thread(ident)
         if _get_running_loop() is None:
             return ident, 0
+        return ident, self.task_key()
+
+    def register_thread(self, ident: int) -> None:
+        self._threads[ident] = (threading.get_native_id(), threading.current_thread().name)
+
+    def task_key(self) -> int:
+        """id of the running asyncio task (0 outside a task); its name is kept for the lane's label."""
         task = _current_task()
         if task is None:
-            return ident, 0
+            return 0
         key = id(task)
         if key not in self._tasks:
             self._tasks[key] = task.get_name()
-        return ident, key
+        return key
 
     def add(self, event: tuple) -> None:
         buf = self._buf
@@ -107,8 +114,12 @@ class Recorder:
             return
         buf.append(event)
         if len(buf) >= self.flush_every and not self._kicked:
-            self._kicked = True
-            self._wake.set()
+            self.kick()
+
+    def kick(self) -> None:
+        """Wake the flusher early (the buffer reached flush_every)."""
+        self._kicked = True
+        self._wake.set()
 
     # ---------------------------------------------------------------- control
     def set_clock_offset(self, est: OffsetEstimate, reference: str) -> None:
@@ -159,59 +170,51 @@ class Recorder:
 
     def _flush_locked(self, final: bool) -> None:
         self._kicked = False
+        # Encode line by line into one buffer (streaming: no list of per-event objects kept alive).
+        out = io.BytesIO()
+        write, dumps = out.write, segment.dumps_line
+        records, self._records = self._records, []
+        for r in records:
+            write(dumps(r))
         buf = self._buf
-        pop = buf.popleft
-        batch = [pop() for _ in range(len(buf))]
-        records: list[Any] = self._records
-        self._records = []
-        for ev in batch:
-            records.append(self._encode_event(ev, records))
-        self.recorded += len(batch)
+        pop, lanes = buf.popleft, self._lanes
+        n = len(buf)
+        for _ in range(n):
+            ph, name, cat, start, dur, ident, task, args, stage, iteration = pop()
+            lane = lanes.get((ident, task))
+            if lane is None:
+                lane = lanes[(ident, task)] = len(lanes) + 1
+                tid, tname = self._threads.get(ident, (ident, f"thread-{ident}"))
+                write(dumps({"type": "thread", "lane": lane, "tid": tid, "name": tname, "task": self._tasks.get(task) if task else None}))
+            if stage is not None or iteration is not None:
+                args = _with_context(args, stage, iteration)
+            write(dumps([ph, name, cat, start, dur, lane, args or None]))
+        self.recorded += n
         stats = (self.recorded, self.dropped, self.failed_writes)
         if final or (stats != self._stats_sent and (self.dropped or self.failed_writes)):
-            records.append({"type": "stats", "recorded": stats[0], "dropped": stats[1], "failed_writes": stats[2]})
+            write(dumps({"type": "stats", "recorded": stats[0], "dropped": stats[1], "failed_writes": stats[2]}))
             self._stats_sent = stats
         if final:
-            records.append({"type": "close", "at_wall_ns": self.now_wall_ns()})
+            write(dumps({"type": "close", "at_wall_ns": self.now_wall_ns()}))
         if self._broken:
-            self.dropped += len(batch)
+            self.dropped += n
             return
-        if not records and self._header_sent:
-            return
-        self._write(records, len(batch))
+        body = out.getvalue()
+        if body or not self._header_sent:
+            self._write(body, n)
 
-    def _encode_event(self, ev: tuple, records: list) -> list:
-        ph, name, cat, start, dur, ident, task, args, stage, iteration = ev
-        lane = self._lanes.get((ident, task))
-        if lane is None:
-            lane = len(self._lanes) + 1
-            self._lanes[(ident, task)] = lane
-            tid, tname = self._threads.get(ident, (ident, f"thread-{ident}"))
-            records.append({"type": "thread", "lane": lane, "tid": tid, "name": tname, "task": self._tasks.get(task) if task else None})
-        if stage is not None or iteration is not None:
-            args = dict(args) if args else {}
-            if stage is not None:
-                args.setdefault("stage", stage)
-            if iteration is not None:
-                args.setdefault("iteration", iteration)
-        return [ph, name, cat, start, dur, lane, args or None]
-
-    def _write(self, records: list, n_events: int) -> None:
-        if not self._header_sent:
-            records.insert(0, self.header)
+    def _write(self, body: bytes, n_events: int) -> None:
+        header = b"" if self._header_sent else segment.dumps_line(self.header)
         try:
-            data = segment.encode_records(records)
-            self.sink.write(data)
+            self.sink.write(header + body)
             self._header_sent = True
             return
         except Exception as exc:
             self.failed_writes += 1
             switched = self._sink_failed(exc)
         if switched:  # retry this batch once on the fallback file, with a header
-            if records and records[0] is not self.header:
-                records.insert(0, self.header)
             try:
-                self.sink.write(segment.encode_records(records))
+                self.sink.write(segment.dumps_line(self.header) + body)
                 self._header_sent = True
                 return
             except Exception as exc:
@@ -237,3 +240,13 @@ class Recorder:
         )
         self._broken = True
         return False
+
+
+def _with_context(args: Optional[dict], stage: Optional[str], iteration: Optional[int]) -> dict:
+    """The span's args plus the RL stage / iteration current when it started (user keys win)."""
+    out = dict(args) if args else {}
+    if stage is not None:
+        out.setdefault("stage", stage)
+    if iteration is not None:
+        out.setdefault("iteration", iteration)
+    return out

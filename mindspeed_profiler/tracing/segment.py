@@ -14,6 +14,7 @@ lines after it belong to that new session.
 """
 from __future__ import annotations
 
+import io
 import os
 import re
 import socket
@@ -57,7 +58,13 @@ def dumps_line(obj: Any) -> bytes:
 
 
 def encode_records(records: Iterable[Any]) -> bytes:
-    return b"".join(dumps_line(r) for r in records)
+    # Write each line into one buffer and drop it at once: keeping many small orjson outputs alive
+    # (b"".join of a list) is ~20x slower than encoding them.
+    out = io.BytesIO()
+    write = out.write
+    for r in records:
+        write(dumps_line(r))
+    return out.getvalue()
 
 
 @dataclass
