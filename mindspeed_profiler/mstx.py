@@ -19,6 +19,7 @@ from mindspeed_profiler._state import STATE
 from mindspeed_profiler.tracing._metrics import METRICS
 from mindspeed_profiler.tracing._warn import warn_once
 from mindspeed_profiler.tracing._wrap import wrap_callable
+from mindspeed_profiler.tracing.api import Span, trace_instant
 
 DEVICES = ("npu", "cuda", "cpu")
 DEFAULT_DOMAIN = "default"
@@ -200,9 +201,10 @@ class _Range:
         self.started = []
         self.span = None
         self.t0 = None
-        if not domain_selected(self.domain, STATE.mstx_domain_include, STATE.mstx_domain_exclude):
+        include, exclude = STATE.mstx_domain_include, STATE.mstx_domain_exclude
+        if (include or exclude) and not domain_selected(self.domain, include, exclude):
             return self
-        for backend in _device_backends():
+        for backend in _device_backends() if STATE.mstx_enabled else ():
             try:
                 token = backend.start(self.name, self.domain, self.stream)
             except Exception as exc:
@@ -212,8 +214,6 @@ class _Range:
                 self.started.append((backend, token))
         rec = STATE.tracer
         if rec is not None:
-            from mindspeed_profiler.tracing.api import Span
-
             args = None if self.domain == DEFAULT_DOMAIN else {"domain": self.domain}
             self.span = Span(rec, self.name, "mstx", args).__enter__()
         if METRICS.on:
@@ -286,8 +286,6 @@ def mstx_mark(message: str, domain: str = DEFAULT_DOMAIN, stream: Any = None) ->
         except Exception as exc:
             warn_once(f"mstx-mark-{type(backend).__name__}", f"mindspeed-profiler markers: mark failed ({exc!r}); continuing")
     if STATE.tracer is not None:
-        from mindspeed_profiler.tracing.api import trace_instant
-
         trace_instant(message, "mstx", None if domain == DEFAULT_DOMAIN else {"domain": domain})
 
 
