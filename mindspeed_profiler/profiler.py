@@ -140,6 +140,7 @@ class _StageScope:
         p, name = self.p, self.name
         self.prev = STATE.stage
         STATE.stage = name
+        p._iter_busy = True
         if STATE.tracer is not None:
             self.span = p._tracer_enter(name, "stage", {"stage": name, "iteration": p._iteration})
         if p.enabled and p._running:
@@ -196,6 +197,7 @@ class IntegratedProfiler:
         self._running = False
         self._iteration: int | None = None
         self._iter_span = None
+        self._iter_busy = False  # a stage ran in the current iteration
         if not self.enabled:
             return  # off means off: nothing built, nothing on disk
         self._full = full
@@ -244,6 +246,7 @@ class IntegratedProfiler:
                 w = self.plan.window_resumed_at(iteration)
                 if w is not None:
                     self._open = self._open_capture(None, w.first, w.last, w.warmup, w.requested_warmup)
+        self._iter_busy = False
         if STATE.tracer is not None:
             self._iter_span = self._tracer_enter("iteration", "iteration", {"iteration": iteration})
 
@@ -269,6 +272,7 @@ class IntegratedProfiler:
             w = self.plan.window_beginning_at(self._iteration)
             if w is not None:
                 self._open = self._open_capture(None, w.first, w.last, w.warmup, w.requested_warmup)
+        self._iter_busy = False
         if STATE.tracer is not None:
             self._iter_span = self._tracer_enter("iteration", "iteration", {"iteration": self._iteration})
 
@@ -285,6 +289,10 @@ class IntegratedProfiler:
         self._running = False
         if self._iter_span is not None:
             span, self._iter_span = self._iter_span, None
+            # the last step() conventionally ends the last iteration: the one it began is
+            # emitted only if a stage ran in it
+            if not self._iter_busy and hasattr(span, "done"):
+                span.done = True  # the tracer's Span drops a span marked done
             self._tracer_exit(span)
         if self.enabled:
             self._open = None

@@ -1,0 +1,35 @@
+"""With the tracer on, prof.stage() and prof.step() emit `stage` and `iteration` spans (docs/formats.md)."""
+from __future__ import annotations
+
+import pytest
+
+from mindspeed_profiler import IntegratedProfiler, load_config
+from mindspeed_profiler._state import STATE
+
+tracing = pytest.importorskip("mindspeed_profiler.tracing")
+merge = pytest.importorskip("mindspeed_profiler.tracing.merge")
+
+from profiler_testutil import capture_dirs, train  # noqa: E402
+
+
+@pytest.mark.parametrize("profile", [False, True])
+def test_stage_and_iteration_spans(tmp_path, profile):
+    cfg = load_config({
+        "integrated": {"profile": profile, "profile_save_path": str(tmp_path), "backend": "torch", "profile_steps": [2]},
+        "tracer": {"enable": True, "output_dir": str(tmp_path / "timeline")},
+    })
+    tracing.init_tracer(cfg, role="actor", rank=0)
+    try:
+        assert STATE.tracer is not None
+        train(IntegratedProfiler(cfg, role="actor", rank=0, world_size=1), 3)
+    finally:
+        tracing.shutdown_tracer()
+    events = [e for e in merge.build_timeline(str(tmp_path / "timeline"))["traceEvents"] if e.get("ph") == "X"]
+    iters = sorted(e["args"]["iteration"] for e in events if e.get("cat") == "iteration")
+    assert iters == [1, 2, 3]
+    stages = [(e["name"], e["args"].get("iteration")) for e in events if e.get("cat") == "stage"]
+    assert sorted(stages) == sorted((s, i) for i in (1, 2, 3) for s in ("actor_generate", "actor_update"))
+    # iteration spans tile the run: each ends before the next begins
+    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "iteration")
+    assert all(a[1] <= b[0] + 1 for a, b in zip(spans, spans[1:]))
+    assert len(capture_dirs(tmp_path)) == (1 if profile else 0)
