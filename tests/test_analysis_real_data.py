@@ -208,3 +208,15 @@ def test_cluster_step_trace(analysed):
     median = (comps[3] + comps[4]) / 2
     assert all(r["median_us"] == pytest.approx(median) for r in cl)
     assert not any(r["flagged"] for r in cl)   # computing is within 1% across ranks in this data
+
+
+def test_step_busy_matches_holistic_trace_analysis(analysed):
+    """HolisticTraceAnalysis 0.5.0 (TraceAnalysis(trace_dir).get_temporal_breakdown(), run by hand
+    in a separate venv on these two files, see docs/perf_analysis.md) reports for its iteration 551:
+    rank 0 compute 106252 + non-compute 172428 us, rank 1 compute 135548 + non-compute 136455 us.
+    Their sum is the device busy time of that step."""
+    caps = analysed[3]
+    busy = {r: caps[f"kineto/gpu_rank{r}.json.gz"]["steps"][0] for r in (0, 1)}
+    assert busy[0]["step"] == busy[1]["step"] == 551
+    assert busy[0]["device_busy_us"] == 106252 + 172428
+    assert busy[1]["device_busy_us"] == 135548 + 136455

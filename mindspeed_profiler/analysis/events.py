@@ -45,6 +45,14 @@ def _num(v) -> float:
         return np.nan
 
 
+def _floats(values: list) -> np.ndarray:
+    """float64 array; None and junk become NaN (fast path: numpy converts numbers and None)."""
+    try:
+        return np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return np.array([_num(v) for v in values], dtype=np.float64)
+
+
 @dataclass
 class EventTable:
     names: Interner = field(default_factory=Interner)
@@ -72,7 +80,7 @@ class EventTable:
         if self.t0_us is None:
             self.t0_us = self._base(ts_raw)
         ts = self._rel(ts_raw)
-        dur = np.array([_num(e.get("dur")) for e in xs], dtype=np.float64)
+        dur = _floats([e.get("dur") for e in xs])
         args = [e.get("args") for e in xs]
         corr = [(a.get("correlation", -1) if type(a) is dict else -1) for a in args]
         task = [(a.get("Task Type") if type(a) is dict else None) for a in args]
@@ -112,7 +120,7 @@ class EventTable:
                 else:
                     out[i] = _num(v) - base
             return out
-        return np.array([_num(v) for v in ts_raw], dtype=np.float64) - base
+        return _floats(ts_raw) - base
 
     # -- finished columns -------------------------------------------------------------------
     def finish(self) -> "Events":

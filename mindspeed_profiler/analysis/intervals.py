@@ -81,3 +81,21 @@ def self_times(group: np.ndarray, starts: np.ndarray, durs: np.ndarray) -> tuple
     has = par >= 0
     np.add.at(child, par[has], durs[has])
     return np.maximum(durs - child, 0.0), par
+
+
+def covered_in_windows(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """For each window [lo[k], hi[k]]: time covered by the union of the intervals (one merge, then
+    binary searches, so many windows cost O((n + k) log n))."""
+    ms, me = merge(starts, ends)
+    lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+    if len(ms) == 0:
+        return np.zeros(len(lo))
+    cum = np.r_[0.0, np.cumsum(me - ms)]
+    i = np.searchsorted(me, lo, side="right")      # first segment that ends after lo
+    j = np.searchsorted(ms, hi, side="left")       # segments [i, j) start before hi
+    total = cum[j] - cum[i]
+    has = j > i
+    ii, jj = np.minimum(i, len(ms) - 1), np.maximum(j - 1, 0)
+    total -= np.where(has, np.maximum(0.0, lo - ms[ii]), 0.0)
+    total -= np.where(has, np.maximum(0.0, me[jj] - hi), 0.0)
+    return np.where(has, total, 0.0)

@@ -119,12 +119,12 @@ def summarise(ev: Events, top_n: int = 20) -> dict:
     step_num = np.array([int(x.group(1)) if x else -1 for x in step_of], dtype=np.int64)
     # torch marks steps as user_annotation, torch_npu's trace_view as cpu_op
     is_step = (step_num[ev.name] >= 0) & (m["annotation"] | m["host_op"])
-    steps = []
-    for i in np.flatnonzero(is_step)[np.argsort(ts[is_step], kind="stable")]:
-        lo, hi = float(ts[i]), float(end[i])
-        dev = device_breakdown(ts, end, m["compute"], m["comm"], m["memcpy"], (lo, hi))
-        steps.append({"step": int(step_num[ev.name[i]]), "start_us": ev.t0_us + lo, "dur_us": float(dur[i]),
-                      "device_busy_us": dev["busy_us"] if dev else None})
+    si = np.flatnonzero(is_step)
+    si = si[np.argsort(ts[si], kind="stable")]
+    dev_any = m["device"]
+    busy = intervals.covered_in_windows(ts[dev_any], end[dev_any], ts[si], end[si]) if dev_any.any() else None
+    steps = [{"step": int(step_num[ev.name[i]]), "start_us": ev.t0_us + float(ts[i]), "dur_us": float(dur[i]),
+              "device_busy_us": float(busy[k]) if busy is not None else None} for k, i in enumerate(si)]
     out["steps"] = steps
     out["device"] = device_breakdown(ts, end, m["compute"], m["comm"], m["memcpy"])
 
