@@ -136,8 +136,12 @@ def test_collector_sink_and_dead_collector(ray_cluster, clean_state, tmp_path):
             from mindspeed_profiler._state import STATE
             from mindspeed_profiler.tracing import _warn, flush_tracer
 
-            flush_tracer()
-            flush_tracer()
+            from mindspeed_profiler.tracing import trace_span
+
+            for _ in range(2):  # two batches: the second write waits for the first one's ack
+                with trace_span("probe"):
+                    pass
+                flush_tracer()
             rec = STATE.tracer
             return type(rec.sink).__name__, rec.failed_writes, sorted(k for k in _warn._seen if k.startswith("tracer-sink"))
 
@@ -148,6 +152,13 @@ def test_collector_sink_and_dead_collector(ray_cluster, clean_state, tmp_path):
     assert sink_info(w) == ("CollectorSink", 0, [])
     assert ray.get(collector.__ray_call__.remote(lambda c: c.batches), timeout=TIMEOUT) >= 2
     ray.kill(collector)
+    deadline = time.time() + TIMEOUT
+    while time.time() < deadline:  # ray.kill is asynchronous: wait until the collector is gone
+        try:
+            ray.get(collector.directory.remote(), timeout=5)
+            time.sleep(0.1)
+        except Exception:
+            break
     # training goes on: calls succeed, the worker switches to a local file after one warning
     for i in range(3):
         assert ray.get(w.compute.remote(i), timeout=TIMEOUT) == 2 * i

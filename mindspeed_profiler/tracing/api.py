@@ -193,7 +193,7 @@ def init_tracer(cfg: Any = None, role: str = "driver", rank: int = 0) -> Optiona
 
 
 def _build_recorder(pc: Any, tc: Any, timeline_dir: str, role: str, rank: int) -> Recorder:
-    extra = {"tracer": {"flush_every_events": tc.flush_every_events, "flush_interval_s": tc.flush_interval_s, "buffer_max_events": tc.buffer_max_events, "sink": tc.sink}}
+    extra = {"tracer": {"flush_every_events": tc.flush_every_events, "flush_interval_s": tc.flush_interval_s, "buffer_max_events": tc.buffer_max_events, "sink": tc.sink, "clock_sync": getattr(tc, "clock_sync", True), "clock_sync_rounds": getattr(tc, "clock_sync_rounds", 8)}}
     fallback = None
     collector = None
     if tc.sink == "collector":

@@ -55,14 +55,18 @@ def _caller(actor: Any):
 def sync_actor_clocks(actors: Iterable[Any], rounds: Optional[int] = None, timeout_s: float = 30.0) -> list[ClockSync]:
     """Estimate and record each actor's clock offset to this (driver) process. Never raises.
 
-    Needs this process's tracer (`init_tracer(..., role="driver")`); returns [] when tracing is off.
+    Needs this process's tracer (`init_tracer(..., role="driver")`); returns [] when tracing is off
+    or `tracer.clock_sync` is false. `rounds` defaults to `tracer.clock_sync_rounds`.
     """
     rec = STATE.tracer
     if rec is None:
         return []
+    settings = rec.header.get("tracer", {})
+    if rounds is None and not settings.get("clock_sync", True):
+        return []  # tracer.clock_sync: false (an explicit `rounds` still syncs)
     import ray
 
-    n = rounds if rounds is not None else 8
+    n = rounds if rounds is not None else int(settings.get("clock_sync_rounds", 8))
     reference = f"{rec.role}:{rec.rank}@{rec.header['host']}:{rec.pid}"
     results = []
     for actor in actors:
