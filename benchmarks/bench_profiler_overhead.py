@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Time per training step of a small torch model under the IntegratedProfiler, as ratios to "off".
+
+Modes: off (profile: false) / lightweight (level_none + mstx) / level0 / level1 / level2, all on
+the backend `auto` picks here (torch on CPU on the dev box). Every mode runs the same real model;
+the recorded window covers the timed steps, so the numbers are the cost *while capturing*. Export
+time (once per capture, after the window) is reported separately. Modes are interleaved over
+`--rounds` rounds and the median step time per mode is kept, so drift hits all modes alike.
+
+    python benchmarks/bench_profiler_overhead.py                  # print the table
+    python benchmarks/bench_profiler_overhead.py --write          # also write docs/perf_profiler.md
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from mindspeed_profiler import IntegratedProfiler, load_config
+
+REPO = Path(__file__).resolve().parents[1]
+MODES = {
+    "off": {"profile": False},
+    "lightweight (level_none + mstx)": {"profile": True, "mstx": True, "profile_level": "level_none", "profile_with_cpu": False},
+    "level0": {"profile": True, "profile_level": "level0"},
+    "level1": {"profile": True, "profile_level": "level1"},
+    "level2": {"profile": True, "profile_level": "level2"},
+}
+
+
+def make_model(width: int):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[m for _ in range(4) for m in (torch.nn.Linear(width, width), torch.nn.GELU())])
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(64, width)
+    return model, opt, x
+
+
+def run(mode: dict, warm: int, steps: int, width: int, save: str) -> tuple[float, float]:
+    """Median seconds per step inside the window, and seconds spent in the final step+stop (export)."""
+    try:
+        from mindspeed_profiler.mstx import mstx_range
+    except Exception:  # markers not available: time the profiler alone
+        mstx_range = None
+    cfg = load_config({"integrated": {**mode, "profile_save_path": save, "profile_step_start": warm + 1,
+                                      "profile_step_end": warm + 1 + steps}})
+    model, opt, x = make_model(width)
+    prof = IntegratedProfiler(cfg, role="bench", rank=0, world_size=1)
+    prof.start()
+    times = []
+    for it in range(1, warm + steps + 1):
+        t0 = time.perf_counter()
+        with prof.stage("actor_update"):
+            for name in ("forward", "backward", "optimizer"):
+                ctx = mstx_range(name) if mstx_range else None
+                if ctx is not None:
+                    ctx.__enter__()
+                if name == "forward":
+                    loss = model(x).pow(2).mean()
+                elif name == "backward":
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                else:
+                    opt.step()
+                if ctx is not None:
+                    ctx.__exit__(None, None, None)
+        if it < warm + steps:
+            prof.step()
+        if it > warm:
+            times.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    prof.step()  # ends the window: stop + export
+    prof.stop()
+    return statistics.median(times), time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warm", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--width", type=int, default=512)
+    ap.add_argument("--write", action="store_true", help="write docs/perf_profiler.md")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    per_mode: dict[str, list[float]] = {m: [] for m in MODES}
+    export: dict[str, list[float]] = {m: [] for m in MODES}
+    with tempfile.TemporaryDirectory() as tmp:
+        names = list(MODES)
+        for r in range(args.rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:  # rotate the order each round
+                mode = MODES[name]
+                step_s, export_s = run(mode, args.warm, args.steps, args.width, f"{tmp}/{r}_{len(per_mode[name])}_{name.split()[0]}")
+                per_mode[name].append(step_s)
+                export[name].append(export_s)
+    # best round per mode: the box is shared, contention only ever adds time
+    base = min(per_mode["off"])
+    rows = ["| mode | ms / step | ratio to off | export at window end (s) |", "|---|---|---|---|"]
+    for name in MODES:
+        ms = min(per_mode[name]) * 1e3
+        rows.append(f"| {name} | {ms:.2f} | {min(per_mode[name]) / base:.2f} | "
+                    f"{statistics.median(export[name]):.2f} |")
+    table = "\n".join(rows)
+    print(table)
+    if args.write:
+        env = (f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch thread, "
+               f"torch {torch.__version__}, Python {sys.version.split()[0]}")
+        import os
+
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        doc = REPO / "docs" / "perf_profiler.md"
+        doc.write_text(
+            "# Profiler overhead (IntegratedProfiler)\n\n"
+            f"Measured by `python benchmarks/bench_profiler_overhead.py --write` in one run ({env}); a 4-layer "
+            f"MLP, width {args.width}, machine load: {load}, batch 64, AdamW; {args.steps} recorded steps after {args.warm} unrecorded ones, "
+            f"{args.rounds} rounds with the mode order rotated, median step time per round, best round per mode. Backend: torch on CPU (the dev box has no GPU/NPU).\n\n"
+            f"{table}\n\n"
+            "Reading it: the ratio is the cost per step *while a capture records*; outside the window the "
+            "profiler costs one attribute check per `stage()` / `step()` call (the `off` row is the baseline). "
+            "On the torch backend, level_none still records ops (torch cannot record annotations alone) and keeps only "
+            "annotations in the file: it is small on disk, not free in time. On Ascend, torch_npu's Level_none is "
+            "the genuinely lightweight mode. Export runs once per capture, after its last step.\n",
+            encoding="utf-8",
+        )
+        print(f"wrote {doc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
