@@ -35,6 +35,24 @@ def bench_ours(n: int, d: str) -> dict:
     return {"ours_us_per_span": elapsed / n * 1e6, "ours_spans_per_s": n / elapsed, "dropped": rec.dropped, "final_flush_s": flush_s, "segment_bytes_per_span": size / (n + 1000)}
 
 
+def bench_split(n: int, d: str) -> dict:
+    """The same spans with the flusher held off, then one flush: hot path vs encode+write cost."""
+    from mindspeed_profiler.tracing import init_tracer, shutdown_tracer, trace_span
+
+    big = {"flush_every_events": 10**8, "flush_interval_s": 3600.0, "buffer_max_events": 10**8}
+    rec = init_tracer({"integrated": {"profile_save_path": d}, "tracer": {"enable": True, **big}}, role="split", rank=0)
+    t0 = time.perf_counter()
+    for i in range(n):
+        with trace_span("step", cat="user"):
+            pass
+    hot = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    rec.flush()
+    flush = time.perf_counter() - t1
+    shutdown_tracer()
+    return {"hot_path_us_per_span": hot / n * 1e6, "flush_us_per_span": flush / n * 1e6}
+
+
 def bench_rlinf_style(n: int, d: str) -> dict:
     import ray
 
@@ -68,6 +86,8 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         res = bench_ours(args.spans, d)
+    with tempfile.TemporaryDirectory() as d:
+        res.update(bench_split(args.spans, d))
     with tempfile.TemporaryDirectory() as d:
         res.update(bench_rlinf_style(args.rpc_spans, d))
     res["ratio_rlinf_over_ours"] = res["rlinf_us_per_span"] / res["ours_us_per_span"]

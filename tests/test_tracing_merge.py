@@ -199,5 +199,6 @@ def test_sigkill_loses_at_most_the_last_flush_interval(tmp_path):
     assert iters == list(range(len(iters)))  # nothing missing before the last flush
     last_end_ns = data["otherData"]["time_origin_unix_ns"] + int((spans[-1]["ts"] + spans[-1]["dur"]) * 1000)
     lost_s = (kill_wall_ns - last_end_ns) / 1e9
+    print(f"\nSIGKILL: {len(spans)} spans on disk, last one ended {lost_s * 1000:.0f} ms before the kill (flush interval {interval * 1000:.0f} ms)")
     # at most one flush interval, plus scheduling slack on a busy 2-core box
     assert lost_s <= interval + 0.5, f"lost {lost_s:.3f} s of spans (flush interval {interval} s)"
