@@ -106,17 +106,15 @@ def _event_ends(buf: bytes) -> tuple[np.ndarray, int]:
                 if (q - 1 - k) % 2:
                     escaped.append(q)
             quotes = np.setdiff1d(quotes, np.array(escaped, dtype=quotes.dtype))
-    toggle = np.zeros(len(a) + 1, dtype=np.int8)
-    toggle[quotes + 1] = 1
-    # inside a string: after an odd number of (unescaped) quotes; braces there do not count
-    in_str = (np.cumsum(toggle[:-1], dtype=np.int64) & 1).astype(bool)
-    is_open = ((a == _OPEN[0]) | (a == _OPEN[1])) & ~in_str
-    is_close = ((a == _CLOSE[0]) | (a == _CLOSE[1])) & ~in_str
-    delta = is_open.astype(np.int32) - is_close.astype(np.int32)
-    depth = np.cumsum(delta, dtype=np.int64)
-    closes = np.flatnonzero(is_close)
-    ends = closes[depth[closes] == 0] + 1
-    below = closes[depth[closes] < 0]
+    # only the brackets matter: one outside a string has an even number of quotes before it
+    br = np.flatnonzero((a == _OPEN[0]) | (a == _OPEN[1]) | (a == _CLOSE[0]) | (a == _CLOSE[1]))
+    br = br[(np.searchsorted(quotes, br) & 1) == 0]
+    delta = np.where((a[br] == _OPEN[0]) | (a[br] == _OPEN[1]), 1, -1)
+    depth = np.cumsum(delta)
+    closing = delta < 0
+    closes, dc = br[closing], depth[closing]
+    ends = closes[dc == 0] + 1
+    below = closes[dc < 0]
     return ends, int(below[0]) if len(below) else -1
 
 
