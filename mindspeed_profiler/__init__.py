@@ -26,6 +26,10 @@ _EXPORTS: dict[str, str] = {
     "mstx_timer_decorator": "mindspeed_profiler.mstx",
     "mstx_range": "mindspeed_profiler.mstx",
     "mstx_mark": "mindspeed_profiler.mstx",
+    "enable_markers": "mindspeed_profiler.mstx",
+    "enable_marker_metrics": "mindspeed_profiler.mstx",
+    "marker_metrics": "mindspeed_profiler.mstx",
+    "pop_marker_metrics": "mindspeed_profiler.mstx",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

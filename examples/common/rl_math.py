@@ -29,7 +29,9 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor
     per_token = pg + kl_coef * kl
     denom = mask.sum().clamp(min=1)
     loss = (per_token * mask).sum() / denom
-    return loss, {"pg": float((pg * mask).sum() / denom), "kl": float((kl * mask).sum() / denom)}
+    with torch.no_grad():
+        stats = {"pg": float((pg * mask).sum() / denom), "kl": float((kl * mask).sum() / denom)}
+    return loss, stats
 
 
 def dpo_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_chosen: torch.Tensor,
@@ -37,4 +39,6 @@ def dpo_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_cho
     """DPO: -log sigmoid(beta * ((pi_c - ref_c) - (pi_r - ref_r))), inputs are summed sequence log-probs."""
     margin = (policy_chosen - ref_chosen) - (policy_rejected - ref_rejected)
     loss = -F.logsigmoid(beta * margin).mean()
-    return loss, {"margin": float(margin.mean()), "accuracy": float((margin > 0).float().mean())}
+    with torch.no_grad():
+        stats = {"margin": float(margin.mean()), "accuracy": float((margin > 0).float().mean())}
+    return loss, stats
