@@ -141,7 +141,7 @@ class GRPOActorWorker(PolicyWorker):
                 self._all_reduce_grads()
                 with mstx_range("optimizer_step"):
                     self.optimizer.step()
-            stats.update(loss=float(loss), update_s=time.perf_counter() - t0)
+            stats.update(loss=loss.item(), update_s=time.perf_counter() - t0)
             return stats
 
 
@@ -164,5 +164,5 @@ class DPOActorWorker(PolicyWorker):
             self._all_reduce_grads()
             with mstx_range("optimizer_step"):
                 self.optimizer.step()
-            stats["loss"] = float(loss)
+            stats["loss"] = loss.item()
             return stats

@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--config", default=str(Path(__file__).with_name("dpo.yaml")))
     p.add_argument("--no-analyse", action="store_true", help="skip the offline analysis after training")
     p.add_argument("overrides", nargs="*", help="dotted key=value (profiler_config.* or dpo.*)")
-    args = p.parse_args(argv)
+    args = p.parse_intermixed_args(argv)  # overrides may come before or after the options
     result = run(args.config, args.overrides, analyse=not args.no_analyse)
     h = result["history"]
     print(f"loss {h[0]['loss']:.4f} -> {h[-1]['loss']:.4f} in {result['train_seconds']:.1f}s; "

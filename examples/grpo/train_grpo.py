@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--config", default=str(Path(__file__).with_name("grpo.yaml")))
     p.add_argument("--no-analyse", action="store_true", help="skip the offline analysis after training")
     p.add_argument("overrides", nargs="*", help="dotted key=value (profiler_config.* or grpo.*)")
-    args = p.parse_args(argv)
+    args = p.parse_intermixed_args(argv)  # overrides may come before or after the options
     result = run(args.config, args.overrides, analyse=not args.no_analyse)
     first, last = result["history"][0]["reward"], result["history"][-1]["reward"]
     print(f"reward {first:.3f} -> {last:.3f} in {result['train_seconds']:.1f}s; profiling data in {result['profile_save_path']}")

@@ -1,0 +1,68 @@
+"""End to end: the GRPO and DPO examples train on a real local Ray cluster with profiling on, and the
+analysis reads what they wrote. Slow (about 40 s each): run with `./run test -m slow`."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def _run(module: str, tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO), RAY_ADDRESS="")
+    env.pop("RAY_ADDRESS")
+    out = subprocess.run([sys.executable, "-m", module, *overrides], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out
+
+
+def _captures(save: Path) -> dict[str, list[dict]]:
+    by_stage: dict[str, list[dict]] = {}
+    for meta in save.glob("*/*_pt/mindspeed_profiler_meta.json"):
+        m = json.loads(meta.read_text())
+        by_stage.setdefault(m["stage"], []).append(m)
+    return by_stage
+
+
+def test_grpo_example_profiled_and_analysed(tmp_path):
+    save = tmp_path / "prof"
+    out = _run("examples.grpo.train_grpo", tmp_path, "grpo.iterations=4",
+               f"profiler_config.integrated.profile_save_path={save}")
+    assert out.stdout.count("\niter ") + out.stdout.startswith("iter ") == 4
+    caps = _captures(save)
+    # one capture per call of each selected stage, in the window [3, 4), on every rank of its group
+    assert sorted(caps) == ["actor_compute_log_prob", "actor_generate", "actor_update", "reference_compute_log_prob"]
+    assert sorted((m["role"], m["rank"]) for m in caps["actor_update"]) == [("actor", 0), ("actor", 1)]
+    assert [(m["role"], m["rank"]) for m in caps["reference_compute_log_prob"]] == [("reference", 0)]
+    assert all(m["steps"][0] == m["steps"][-1] == 3 and m["status"] == "ok" for ms in caps.values() for m in ms)
+    # the merged timeline has every process, named
+    tl = json.loads((save / "timeline" / "timeline.json").read_text())
+    names = {e["args"]["name"] for e in tl["traceEvents"] if e.get("ph") == "M" and e.get("name") == "process_name"}
+    assert {"driver", "ActorGroup:0", "ActorGroup:1", "ReferenceGroup:0"} <= names
+    iterations = {e["args"]["iteration"] for e in tl["traceEvents"] if e.get("cat") == "iteration"}
+    assert iterations == {1, 2, 3, 4}
+    # the analysis found and parsed everything
+    summary = json.loads((save / "analysis" / "summary.json").read_text())
+    statuses = [c["status"] for c in summary["captures"]]
+    assert statuses and all(s == "ok" for s in statuses), statuses
+    assert (save / "analysis" / "report.html").stat().st_size > 1000
+
+
+def test_dpo_example_warmup_semantic(tmp_path):
+    save = tmp_path / "prof"
+    _run("examples.dpo.train_dpo", tmp_path, "dpo.iterations=4", "--no-analyse",
+         f"profiler_config.integrated.profile_save_path={save}")
+    caps = _captures(save)
+    assert list(caps) == ["all"]
+    metas = caps["all"]
+    assert sorted((m["role"], m["rank"]) for m in metas) == [("actor", 0), ("actor", 1), ("reference", 0)]
+    for m in metas:
+        assert m["steps"] == [3] or m["steps"] == [3, 3]
+        assert m["warmup_steps"] == 1
