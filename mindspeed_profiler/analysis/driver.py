@@ -18,6 +18,7 @@ from .capture import analyse_capture
 from .discover import Capture, discover
 
 SCHEMA = 1
+POOL_MIN_BYTES = 8 << 20   # below this, starting worker processes costs more than it saves
 EXIT_OK, EXIT_SOME_FAILED, EXIT_NOTHING_FOUND = 0, 1, 3
 
 
@@ -59,7 +60,7 @@ def run_captures(root: Path, caps: list[Capture], jobs: int, top_n: int, want_ev
         from rich.progress import Progress
         bar = Progress(transient=True, console=_stderr_console())
         task = bar.add_task("analysing", total=len(todo))
-    if jobs > 1 and len(todo) > 1:
+    if jobs > 1 and len(todo) > 1 and _total_bytes(root, todo) > POOL_MIN_BYTES:
         ctx = mp.get_context("forkserver") if "forkserver" in mp.get_all_start_methods() else None
         if ctx is not None:
             ctx.set_forkserver_preload(["mindspeed_profiler.analysis.capture"])
@@ -88,6 +89,17 @@ def run_captures(root: Path, caps: list[Capture], jobs: int, top_n: int, want_ev
     if bar:
         bar.stop()
     return [results[i] for i in range(len(todo))]
+
+
+def _total_bytes(root: Path, caps: list[Capture]) -> int:
+    total = 0
+    for c in caps:
+        for f in c.files:
+            try:
+                total += (root / f).stat().st_size
+            except OSError:
+                pass
+    return total
 
 
 def _stderr_console():
@@ -157,3 +169,12 @@ def write_summary(path: Path, summary: dict) -> None:
 
 def load_summary(path: Path) -> dict:
     return orjson.loads(Path(path).read_bytes())
+
+
+def find_summary(p: str | Path) -> Path | None:
+    """summary.json given a run directory, an analysis directory or the file itself."""
+    p = Path(p)
+    for cand in (p, p / "summary.json", p / "analysis" / "summary.json"):
+        if cand.is_file() and cand.name == "summary.json":
+            return cand
+    return None

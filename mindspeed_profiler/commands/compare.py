@@ -24,12 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load_or_analyse(where: str, jobs: int | None = None) -> dict:
     """The summary of `where`, analysing it first when there is none."""
-    from mindspeed_profiler.analysis.driver import analyse_directory, load_summary
+    from mindspeed_profiler.analysis.driver import analyse_directory, find_summary, load_summary
 
     p = Path(where)
-    for cand in (p, p / "summary.json", p / "analysis" / "summary.json"):
-        if cand.is_file() and cand.name == "summary.json":
-            return load_summary(cand)
+    found = find_summary(p)
+    if found is not None:
+        return load_summary(found)
     if not p.exists():
         raise FileNotFoundError(f"compare: {where!r} does not exist")
     summary, code = analyse_directory(p, jobs=jobs, progress=False)

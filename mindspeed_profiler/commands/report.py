@@ -20,15 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-j", "--jobs", type=int, default=None, help="worker processes if analysing")
 
 
-def find_summary(p: Path) -> Path | None:
-    for cand in (p, p / "summary.json", p / "analysis" / "summary.json"):
-        if cand.is_file() and cand.name == "summary.json":
-            return cand
-    return None
-
-
 def run(args: argparse.Namespace) -> int:
-    from mindspeed_profiler.analysis.driver import EXIT_NOTHING_FOUND, analyse_directory, load_summary
+    from mindspeed_profiler.analysis.driver import EXIT_NOTHING_FOUND, analyse_directory, find_summary, load_summary
     from mindspeed_profiler.analysis.report_html import write_report
 
     p = Path(args.directory)
