@@ -152,8 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         doc = REPO / "docs" / "perf_profiler.md"
         doc.write_text(
             "# Profiler overhead (IntegratedProfiler)\n\n"
-            f"Measured by `python benchmarks/bench_profiler_overhead.py --write` in one run ({env}); a {args.layers}-layer "
-            f"MLP (many small ops, so the per-op cost of a profiler shows), width {args.width}, machine load: {load}, batch 64, AdamW; {args.steps} recorded steps after {args.warm} unrecorded ones, "
+            f"Measured by `python benchmarks/bench_profiler_overhead.py --write` in one run ({env}; load average {load}); a {args.layers}-layer "
+            f"MLP (many small ops, so the per-op cost of a profiler shows), width {args.width}, batch 64, AdamW; {args.steps} recorded steps after {args.warm} unrecorded ones, "
             f"{args.rounds} rounds with the mode order rotated, median step time per round, best round per mode. Backend: torch on CPU (the dev box has no GPU/NPU).\n\n"
             f"{table}\n\n"
             "Reading it: the ratio is the cost per step *while a capture records*, against the same loop with no "
