@@ -247,3 +247,32 @@ def test_bad_arguments_fail_clearly(tmp_path):
     prof = IntegratedProfiler(cfg_for(tmp_path), role="a", rank=0, world_size=1)
     with pytest.raises(ValueError, match="1-based"):
         prof.start(iteration=0)
+
+
+def test_stop_during_warmup_leaves_kineto_clean(tmp_path):
+    prof = IntegratedProfiler(cfg_for(tmp_path, profile_step_start=3, profile_step_end=5, warmup_steps=2), role="a", rank=0, world_size=1)
+    prof.start()  # iteration 1 begins: warmup
+    torch.ones(2).sum()
+    prof.stop()
+    (d,) = capture_dirs(tmp_path)
+    meta = meta_of(d)
+    assert meta["status"] == "ok" and meta["trace_files"] == [] and any("stopped early" in n for n in meta["notes"])
+    with torch.profiler.profile() as p:  # the next profiler works
+        torch.ones(2).sum()
+    assert any(e.name == "aten::sum" for e in p.events())
+
+
+def test_run_manifest_concurrent_writers(tmp_path):
+    import threading
+
+    from mindspeed_profiler.profiler import write_run_manifest
+
+    cfg = cfg_for(tmp_path)
+    threads = [threading.Thread(target=write_run_manifest, args=(cfg,), kwargs={"rank": i}) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    run = json.loads((tmp_path / "run.json").read_text())  # one whole file, never interleaved
+    assert run["writer"]["rank"] in range(8)
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]  # no temp files left behind
