@@ -23,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     "get_profiler": "mindspeed_profiler.profiler",
     "profiler_start": "mindspeed_profiler.profiler",
     "profiler_step": "mindspeed_profiler.profiler",
+    "write_run_manifest": "mindspeed_profiler.profiler",
     "mstx_timer_decorator": "mindspeed_profiler.mstx",
     "mstx_range": "mindspeed_profiler.mstx",
     "mstx_mark": "mindspeed_profiler.mstx",
