@@ -79,7 +79,7 @@ def test_preset_values():
     assert dict(nsight.options) == {"t": "cuda,cudnn,cublas,nvtx,osrt", "sample": "process-tree",
                                     "cpuctxsw": "process-tree", "cudabacktrace": "all", "osrt-threshold": "1000"}
     dpo = load_config(PRESETS / "dpo.yaml").integrated
-    assert dpo.warmup_steps == 1 and dpo.steps == (1,)
+    assert dpo.warmup_steps == 1 and dpo.steps == (2,)
     assert load_config(PRESETS / "default.yaml") == load_config(None)
 
 
