@@ -42,7 +42,9 @@ def print_summary(summary: dict, top_n: int = 10, console: Console | None = None
                       f"{r['ratio']:.3f}", style="red" if r["flagged"] else None)
         con.print(t)
     tl = summary.get("timeline")
-    if tl:
+    if tl and tl.get("warning"):
+        con.print(f"[yellow]timeline:[/yellow] {escape(tl['warning'])}", highlight=False)
+    if tl and tl.get("iterations"):
         t = Table(title="RL iterations (timeline)")
         for h in ("iter", "ms", "overlap ms", "no stage ms", "critical path"):
             t.add_column(h, overflow="fold")

@@ -118,7 +118,10 @@ def critical_path(spans: list[dict], lo: float, hi: float) -> list[dict]:
 def analyse_timeline(trace: dict) -> dict:
     stages, iters = _spans(trace)
     if not stages and not iters:
-        raise ValueError("timeline: no 'stage' or 'iteration' spans (cat) found")
+        # a valid timeline without RL markers (e.g. only user spans): nothing per stage to say
+        return {"n_stage_spans": 0, "n_iterations": 0, "t0_us": None, "iterations": [], "stage_worker": [],
+                "gantt": [], "gantt_truncated": False,
+                "warning": "no 'stage' or 'iteration' spans (cat) in the timeline: no per-stage analysis"}
     t0 = min([s["ts"] for s in stages] + [s["ts"] for s in iters])
     windows = _iteration_windows(stages, iters)
     per_iter = []
