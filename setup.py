@@ -14,7 +14,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["mindspeed_profiler", "mindspeed_profiler.*"]),
     include_package_data=True,
-    package_data={"mindspeed_profiler": ["data/*.json", "analysis/templates/*"]},
+    package_data={"mindspeed_profiler": ["data/*.json"]},
     install_requires=[
         # A range, not a pin: the README's commands add constraints.txt so a fresh machine takes
         # the CPU build of 2.13.0 instead of a multi-GB CUDA build.

@@ -1,0 +1,45 @@
+"""Assemble docs/performance.md from the per-area benchmark pages (docs/perf_*.md).
+
+Each benchmark writes (or its author records) its own page; this puts them on one page, headings
+demoted one level, in a fixed order. Run after re-running a benchmark:
+    python benchmarks/assemble_performance_doc.py
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+ORDER = ["perf_profiler.md", "perf_tracing.md", "perf_analysis.md"]
+
+HEADER = """# Performance: overhead and speed, measured
+
+All figures are measured by the scripts in `benchmarks/` (run by hand), each as ratios taken in one
+run on the same machine, because these machines are shared and noisy: read a ratio, not an absolute
+time. The sections below are assembled from `docs/perf_*.md` by `benchmarks/assemble_performance_doc.py`.
+
+| script | what | section |
+|---|---|---|
+| `bench_profiler_overhead.py` | time per training step with profiling off / lightweight / level0 / level1 / level2 | Profiler overhead |
+| `bench_markers.py`, `bench_tracer.py` | a decorated call with profiling off; a span with the tracer on vs RLinf's per-event Ray call | Markers and tracer |
+| `bench_analyse.py` | analysis vs raw JSON parse vs HolisticTraceAnalysis; a 500 MB trace in bounded memory | Offline analysis |
+"""
+
+
+def demote(text: str) -> str:
+    return "\n".join("#" + line if line.startswith("#") else line for line in text.splitlines())
+
+
+def main() -> int:
+    parts = [HEADER]
+    for name in ORDER:
+        page = DOCS / name
+        if page.exists():
+            parts.append(demote(page.read_text(encoding="utf-8")).strip() + f"\n\n*(source: docs/{name})*\n")
+    out = DOCS / "performance.md"
+    out.write_text("\n\n".join(parts), encoding="utf-8")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
