@@ -43,6 +43,10 @@ __all__ = [
 _NULL = contextlib.nullcontext()
 _RUNNING: "weakref.WeakSet[IntegratedProfiler]" = weakref.WeakSet()
 _MANIFESTS_WRITTEN: set[str] = set()
+# Captures recording in this process, across all profilers: torch.profiler / torch_npu.profiler
+# allow one session per process (a second one steals the first's session, and exporting the first
+# then crashes the interpreter), so a capture that would overlap another is not opened.
+_LIVE_CAPTURES: "weakref.WeakSet[_Capture]" = weakref.WeakSet()
 
 
 def _split_config(cfg: Any) -> tuple[Any, Any]:
@@ -117,7 +121,7 @@ def write_run_manifest(cfg: Any, save_path: str | None = None, *, role: str = "d
 class _Capture:
     """One capture in flight: the backend handle, its spec and its metadata."""
 
-    __slots__ = ("handle", "spec", "meta", "failed", "backend_name")
+    __slots__ = ("handle", "spec", "meta", "failed", "backend_name", "__weakref__")
 
     def __init__(self, handle: CaptureHandle | None, spec: CaptureSpec, meta: dict[str, Any], backend_name: str):
         self.handle = handle
@@ -300,15 +304,21 @@ class IntegratedProfiler:
                 if self._iteration < cap.spec.last:
                     cap.meta["notes"].append(f"stopped early: iterations {cap.spec.first}-{self._iteration} recorded "
                                              f"(iteration {self._iteration} possibly in part)")
+                    cap.meta["planned_steps"] = [cap.spec.first, cap.spec.last]
+                    if self._iteration >= cap.spec.first:  # `steps` says what was recorded, not what was planned
+                        cap.meta["steps"] = [cap.spec.first, self._iteration]
+                        cap.meta["profiled_iterations"] = [cap.meta["profiled_iterations"][0], self._iteration]
                 self._close(cap)
             _RUNNING.discard(self)
-            STATE.mstx_enabled = False
-            STATE.device = None
-            STATE.capture_active = False
-            STATE.mstx_domain_include = ()
-            STATE.mstx_domain_exclude = ()
-        STATE.stage = None
-        STATE.iteration = None
+            STATE.capture_active = bool(_LIVE_CAPTURES)
+            if not _RUNNING:  # another profiler of this process (a colocated role) still owns the markers
+                STATE.mstx_enabled = False
+                STATE.device = None
+                STATE.mstx_domain_include = ()
+                STATE.mstx_domain_exclude = ()
+        if not (self.enabled and _RUNNING):
+            STATE.stage = None
+            STATE.iteration = None
         self._iteration = None
 
     def __enter__(self) -> "IntegratedProfiler":
@@ -401,6 +411,18 @@ class IntegratedProfiler:
             self._record_error(cap, "start", self._backend_error or RuntimeError("no backend"))
             self._finish(cap)
             return None
+        busy = [c for c in _LIVE_CAPTURES if c.handle is not None]
+        if busy:
+            # nested selected stages, or two profilers of one process capturing at once
+            what = f"{stage or layout.ALL_DIR} (steps {first}-{last}, call {call})"
+            for other in busy:
+                note = f"{self.role} {what} ran inside this capture: not captured separately (one profiler session per process)"
+                if note not in other.meta["notes"]:
+                    other.meta["notes"].append(note)
+            self._warn_once(("overlap", stage), "profiler capture of %s on %s rank %d not started: another capture (%s) is "
+                            "recording in this process, and torch / torch_npu allow one at a time; it shows inside that one",
+                            what, self.role, self.rank, busy[0].spec.worker_name)
+            return None
         try:
             meta["options"] = backend.options(self.cfg)
             cap.handle = backend.open(spec)
@@ -409,6 +431,7 @@ class IntegratedProfiler:
             self._finish(cap)
             return None
         self._live.add(cap)
+        _LIVE_CAPTURES.add(cap)
         if self._call(cap, "start", cap.handle.start):
             STATE.capture_active = True
             return cap
@@ -442,6 +465,7 @@ class IntegratedProfiler:
         if cap not in self._live:
             return
         self._live.discard(cap)
+        _LIVE_CAPTURES.discard(cap)
         if not cap.failed:
             self._call(cap, "stop", cap.handle.stop)
         files: list[Path] = []
@@ -451,7 +475,7 @@ class IntegratedProfiler:
             except Exception as exc:
                 self._fail(cap, "export", exc)
         directory = self._finish(cap, files)
-        STATE.capture_active = bool(self._live)
+        STATE.capture_active = bool(_LIVE_CAPTURES)
         if directory is not None and self.cfg.trace_size_budget_mb:
             self._bytes_written += layout.dir_size(directory)
             if self._bytes_written > self.cfg.trace_size_budget_mb * 2**20:
