@@ -267,11 +267,13 @@ def mstx_timer_decorator(
         name, func = func, None
 
     def decorate(f: Callable) -> Callable:
-        label = name or getattr(f, "__qualname__", None) or getattr(f, "__name__", repr(f))
+        inner = f.__func__ if isinstance(f, (staticmethod, classmethod)) else f
+        label = name or getattr(inner, "__qualname__", None) or getattr(inner, "__name__", repr(inner))
 
         return wrap_callable(f, lambda: _Range(label, domain, stream))
 
-    return decorate(func) if callable(func) else decorate
+    # func: the decorated function, or a staticmethod / classmethod object (not callable), or None
+    return decorate(func) if func is not None else decorate
 
 
 def mstx_mark(message: str, domain: str = DEFAULT_DOMAIN, stream: Any = None) -> None:

@@ -5,9 +5,15 @@ When markers, tracer and marker metrics are all off, the wrapper does three attr
 calls through (the "off means off" budget: about 1.3x a plain pass-through wrapper, see
 docs/perf_tracing.md). Otherwise `make_cm()` gives the range (or None), which is closed however the
 call ends (return, exception, cancellation); the exception propagates unchanged.
+
+Generator and async generator functions are wrapped as such: the range covers the whole
+iteration (from the first `next` to exhaustion or close), not just the creation of the generator
+object. `staticmethod` / `classmethod` objects (decorator placed above them) are unwrapped,
+wrapped and re-wrapped.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 from typing import Any, Callable, ContextManager, Optional
@@ -16,10 +22,57 @@ from mindspeed_profiler._state import STATE
 from mindspeed_profiler.tracing._metrics import METRICS
 
 MakeCM = Callable[[], Optional[ContextManager[Any]]]
+_NULL = contextlib.nullcontext()
 
 
 def wrap_callable(func: Callable, make_cm: MakeCM) -> Callable:
     state, metrics = STATE, METRICS  # closure cells: faster than module globals on the hot path
+
+    if isinstance(func, (staticmethod, classmethod)):
+        return type(func)(wrap_callable(func.__func__, make_cm))
+
+    if inspect.isgeneratorfunction(func):
+
+        @functools.wraps(func)
+        def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
+            if state.mstx_enabled or state.tracer is not None or metrics.on:
+                cm = make_cm()
+                if cm is not None:
+                    with cm:
+                        return (yield from func(*args, **kwargs))
+            return (yield from func(*args, **kwargs))
+
+        return gen_wrapper
+
+    if inspect.isasyncgenfunction(func):
+
+        @functools.wraps(func)
+        async def agen_wrapper(*args: Any, **kwargs: Any) -> Any:
+            cm = make_cm() if (state.mstx_enabled or state.tracer is not None or metrics.on) else None
+            with cm if cm is not None else _NULL:
+                agen = func(*args, **kwargs)
+                try:
+                    value = await agen.__anext__()
+                except StopAsyncIteration:
+                    return
+                while True:  # forward asend / athrow / aclose, as `yield from` does for generators
+                    try:
+                        sent = yield value
+                    except GeneratorExit:
+                        await agen.aclose()
+                        raise
+                    except BaseException as exc:
+                        try:
+                            value = await agen.athrow(exc)
+                        except StopAsyncIteration:
+                            return
+                    else:
+                        try:
+                            value = await agen.asend(sent)
+                        except StopAsyncIteration:
+                            return
+
+        return agen_wrapper
 
     if inspect.iscoroutinefunction(func):
 

@@ -146,10 +146,11 @@ def trace_func(name: Optional[Union[str, Callable]] = None, cat: str = "user") -
     """Decorator (bare or with a name): a span around each call of a sync or async function."""
 
     def decorate(func: Callable) -> Callable:
-        span_name = name if isinstance(name, str) else getattr(func, "__qualname__", repr(func))
+        inner = func.__func__ if isinstance(func, (staticmethod, classmethod)) else func
+        span_name = name if isinstance(name, str) else getattr(inner, "__qualname__", repr(inner))
         return wrap_callable(func, lambda: None if STATE.tracer is None else Span(STATE.tracer, span_name, cat, None))
 
-    if callable(name):
+    if name is not None and not isinstance(name, str):  # bare @trace_func (also over staticmethod / classmethod)
         return decorate(name)
     return decorate
 
