@@ -31,6 +31,7 @@ setup(
             "hypothesis>=6.90",
             "omegaconf>=2.3",
             "ray[default]>=2.9",
+            "megatron-core>=0.9",  # the example trainers and the Megatron layout tests run a real model
         ],
         "examples": [
             "ray[default]>=2.9",
