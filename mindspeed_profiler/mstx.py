@@ -2,7 +2,7 @@
 
 Each marker dispatches to what the running backend supports:
   - NPU:  torch_npu.npu.mstx range_start/range_end/mark (host-side; device-side when given a stream)
-  - CUDA: NVTX (torch.cuda.nvtx), plus torch.profiler.record_function while a capture runs
+  - CUDA: NVTX (torch.cuda.nvtx range_start/range_end/mark), plus torch.profiler.record_function while a capture runs
   - CPU:  torch.profiler.record_function while a torch capture runs
   - plus a timeline span (cat "mstx") when the tracer is on, and optional per-name timing metrics.
 Device markers are emitted only when `STATE.mstx_enabled` (set by the IntegratedProfiler when
@@ -73,17 +73,19 @@ class _NpuMarkers:
 
 
 class _NvtxMarkers:
-    """torch.cuda.nvtx (process-wide push/pop; NVTX domains are not exposed by torch: the name carries it)."""
+    """torch.cuda.nvtx range_start(msg) -> id / range_end(id) / mark(msg) (NVTX domains are not
+    exposed by torch: the name carries it). Not range_push/range_pop: those close the innermost
+    range of the thread, so async functions interleaving on one event loop would end each other's
+    ranges; range_start ids close exactly the range they opened, on any thread."""
 
     def __init__(self, nvtx: Any):
         self.nvtx = nvtx
 
     def start(self, name: str, domain: str, stream: Any) -> Any:
-        self.nvtx.range_push(name if domain == DEFAULT_DOMAIN else f"{domain}:{name}")
-        return True
+        return self.nvtx.range_start(name if domain == DEFAULT_DOMAIN else f"{domain}:{name}")
 
     def end(self, token: Any, domain: str) -> None:
-        self.nvtx.range_pop()
+        self.nvtx.range_end(token)
 
     def mark(self, message: str, domain: str, stream: Any) -> None:
         self.nvtx.mark(message if domain == DEFAULT_DOMAIN else f"{domain}:{message}")

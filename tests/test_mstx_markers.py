@@ -3,7 +3,8 @@
 What cannot run here (Ascend NPU, a CUDA build) is exercised through fakes that follow the real
 signatures: torch_npu.npu.mstx from the snapshot of the torch-npu 2.14.0 wheel source
 (mindspeed_profiler/data/torch_npu_signatures.json, or the copy below when absent), and
-torch.cuda.nvtx's range_push(msg) / range_pop() / mark(msg). record_function on CPU is real.
+torch.cuda.nvtx's range_start(msg) -> int / range_end(range_id) / mark(msg), copied from the
+installed torch (2.13) torch/cuda/nvtx.py and checked against it below. record_function on CPU is real.
 """
 from __future__ import annotations
 
@@ -78,21 +79,50 @@ def fake_npu(monkeypatch, clean_state):
 
 
 class FakeNvtx:
-    """Same call shapes as torch.cuda.nvtx.range_push(msg) / range_pop() / mark(msg)."""
+    """torch.cuda.nvtx with the parameters of torch 2.13's torch/cuda/nvtx.py (copied from the
+    installed source; test_fake_nvtx_has_the_real_signatures compares them): range_push(msg) /
+    range_pop() keep one stack per thread, as NVTX does, so a pop ends the innermost open range;
+    range_start(msg) -> int / range_end(range_id) end exactly the range with that id.
+    `ended` lists the messages of ended ranges in the order they ended."""
 
     def __init__(self):
         self.calls = []
+        self.ended = []
+        self._stack = []
+        self._open = {}
+        self._next_id = 1
 
     def range_push(self, msg):
         self.calls.append(("push", msg))
-        return 0
+        self._stack.append(msg)
+        return len(self._stack) - 1
 
     def range_pop(self):
         self.calls.append(("pop",))
-        return 0
+        self.ended.append(self._stack.pop())
+        return len(self._stack)
+
+    def range_start(self, msg) -> int:
+        rid, self._next_id = self._next_id, self._next_id + 1
+        self.calls.append(("start", msg))
+        self._open[rid] = msg
+        return rid
+
+    def range_end(self, range_id) -> None:
+        self.calls.append(("end", range_id))
+        self.ended.append(self._open.pop(range_id))
 
     def mark(self, msg):
         self.calls.append(("mark", msg))
+
+
+@pytest.fixture
+def fake_nvtx(clean_state, monkeypatch):
+    fake = FakeNvtx()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "nvtx", fake)
+    mstx.enable_markers(True, device="cuda")
+    return fake
 
 
 # ------------------------------------------------------------------------------ off path
@@ -225,12 +255,15 @@ def test_backend_error_never_reaches_user_code(fake_npu):
 # ------------------------------------------------------------------------------ CUDA (fake nvtx), CPU (real)
 
 
-def test_cuda_dispatch_uses_nvtx(clean_state, monkeypatch):
-    fake = FakeNvtx()
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "nvtx", fake)
-    mstx.enable_markers(True, device="cuda")
+def test_fake_nvtx_has_the_real_signatures():
+    import torch.cuda.nvtx as real  # plain Python on CPU builds too (only the calls fail there)
 
+    for name in ("range_push", "range_pop", "range_start", "range_end", "mark"):
+        ours = inspect.signature(getattr(FakeNvtx(), name))
+        assert list(ours.parameters) == list(inspect.signature(getattr(real, name)).parameters), name
+
+
+def test_cuda_dispatch_uses_nvtx(fake_nvtx):
     @mstx_timer_decorator(domain="gen")
     def f():
         raise KeyError("k")
@@ -238,7 +271,28 @@ def test_cuda_dispatch_uses_nvtx(clean_state, monkeypatch):
     with pytest.raises(KeyError):
         f()
     mstx_mark("m")
-    assert fake.calls == [("push", f"gen:{f.__qualname__}"), ("pop",), ("mark", "m")]
+    assert fake_nvtx.calls == [("start", f"gen:{f.__qualname__}"), ("end", 1), ("mark", "m")]
+
+
+def test_cuda_interleaved_async_ranges_end_their_own(fake_nvtx):
+    """Two decorated coroutines on one event loop: `first` starts, then `second` starts, then
+    `first` ends. With range_push/range_pop, first's pop would end second's range."""
+
+    @mstx_timer_decorator(name="first")
+    async def first():
+        await asyncio.sleep(0)
+
+    @mstx_timer_decorator(name="second")
+    async def second():
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    async def main():
+        await asyncio.gather(first(), second())
+
+    asyncio.run(main())
+    assert [c for c in fake_nvtx.calls if c[0] == "start"] == [("start", "first"), ("start", "second")]
+    assert fake_nvtx.ended == ["first", "second"]
 
 
 def test_cuda_on_cpu_build_warns_once_and_runs(clean_state):
