@@ -29,6 +29,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="mindspeed-profiler",
         description="Profile and analyse RL post-training runs (Ascend NPU, CUDA, CPU).",
     )
+    from mindspeed_profiler import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         if only is not None and name != only:

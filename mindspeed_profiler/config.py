@@ -8,6 +8,7 @@ every problem is reported together in one `ProfilerConfigError`.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from mindspeed_profiler import stages as _stages
 
 ROOT_KEY = "profiler_config"
+MISSING = "???"  # OmegaConf's mandatory-missing marker
 SECTIONS = ("integrated", "tracer", "system")
 
 PROFILE_LEVELS = ("level_none", "level0", "level1", "level2")
@@ -221,8 +223,8 @@ def _number(minimum_exclusive: float | None = None, optional: bool = False) -> C
     def check(value: Any, path: str, problems: Problems) -> Any:
         if value is None and optional:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            problems.append((path, f"got {_describe(value)}; expected a number" + (" or null" if optional else "")))
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            problems.append((path, f"got {_describe(value)}; expected a finite number" + (" or null" if optional else "")))
             return _BAD
         if minimum_exclusive is not None and not value > minimum_exclusive:
             problems.append((path, f"got {value}; expected a number > {minimum_exclusive}"))
@@ -232,7 +234,7 @@ def _number(minimum_exclusive: float | None = None, optional: bool = False) -> C
     return check
 
 
-def _choice(allowed: Sequence[str], optional: bool = False, case_insensitive: bool = False) -> Checker:
+def _choice(allowed: Sequence[str], optional: bool = False, case_insensitive: bool = True) -> Checker:
     def check(value: Any, path: str, problems: Problems) -> Any:
         if value is None and optional:
             return None
@@ -312,8 +314,8 @@ def _scalar_map(value: Any, path: str, problems: Problems) -> Any:
 def _stage(value: Any, path: str, problems: Problems) -> Any:
     valid = _stages.registered_stages()
     allowed = f"allowed: all, or one or a list of: {', '.join(valid)} (trainers add more with register_stage)"
-    if value == _stages.ALL:
-        return value
+    if isinstance(value, str) and value.lower() == _stages.ALL:
+        return _stages.ALL
     if isinstance(value, str):
         if _stages.is_stage(value):
             return value
@@ -327,7 +329,7 @@ def _stage(value: Any, path: str, problems: Problems) -> Any:
                 return _BAD
             return tuple(value)
         for v in bad:
-            if v == _stages.ALL:
+            if isinstance(v, str) and v.lower() == _stages.ALL:
                 problems.append((path, f"'all' cannot be combined with other stages in a list; write stage: all"))
             else:
                 problems.append((path, f"unknown stage {v!r} in list; {allowed}{_hint(v, valid)}"))
@@ -337,14 +339,14 @@ def _stage(value: Any, path: str, problems: Problems) -> Any:
 
 
 def _ranks(value: Any, path: str, problems: Problems) -> Any:
-    if value == "all":
-        return value
+    if isinstance(value, str) and value.lower() == "all":
+        return "all"
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
         return tuple(sorted(set(value)))
     extra = ""
-    if isinstance(value, str) and value != "all":
+    if isinstance(value, str):
         extra = " (a string such as \"0,1\" is not a list: write [0, 1])"
     problems.append((path, f"got {_describe(value)}; allowed: 'all', a rank number >= 0, or a non-empty list of rank numbers such as [0, 1]{extra}"))
     return _BAD
@@ -473,6 +475,9 @@ def _check_section(name: str, raw: Any, problems: Problems) -> dict[str, Any] | 
             also = f"; {key!r} is a field of {ROOT_KEY}.{home}" if home else ""
             problems.append((where, f"unknown key {key!r}{_hint(key, schema)}{also}; valid keys: {', '.join(schema)}"))
             continue
+        if value == MISSING:
+            problems.append((f"{path}.{key}", f"is {MISSING!r}, OmegaConf/Hydra's missing value: set it in the YAML or with an override"))
+            continue
         checked = schema[key](value, f"{path}.{key}", problems)
         if checked is not _BAD:
             out[key] = checked
@@ -577,13 +582,30 @@ def _check_system(f: dict[str, Any], raw: Mapping[str, Any], problems: Problems,
 
 
 def _to_container(source: Any) -> Any:
-    """Turn an OmegaConf/Hydra DictConfig (or ListConfig) into plain Python, without importing omegaconf."""
-    mod = type(source).__module__
-    if mod.startswith("omegaconf"):
-        from omegaconf import OmegaConf
+    """Turn an OmegaConf/Hydra DictConfig (or ListConfig) into plain Python, without importing omegaconf.
 
+    Of a whole training config only the `profiler_config` node is resolved: an interpolation or a
+    Hydra resolver elsewhere (e.g. `${now:...}` outside a Hydra app) is none of our business. An
+    interpolation inside the block still resolves against the whole config. `???` (missing) values
+    are kept as the string '???' so that an override can fill them; validation names any left.
+    """
+    mod = type(source).__module__
+    if not mod.startswith("omegaconf"):
+        return source
+    from omegaconf import DictConfig, OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        if isinstance(source, DictConfig) and ROOT_KEY in source:
+            node = OmegaConf.select(source, ROOT_KEY, throw_on_missing=False)  # resolves `profiler_config: ${x}`
+            if OmegaConf.is_config(node):
+                node = OmegaConf.to_container(node, resolve=True)
+            return {ROOT_KEY: MISSING if OmegaConf.is_missing(source, ROOT_KEY) else node}
         return OmegaConf.to_container(source, resolve=True)
-    return source
+    except OmegaConfBaseException as exc:
+        where = getattr(exc, "full_key", None) or ROOT_KEY
+        msg = str(getattr(exc, "msg", None) or exc).strip().splitlines()[0]
+        raise ProfilerConfigError([(where, f"cannot resolve: {msg}")]) from None
 
 
 def _read_source(source: Any) -> tuple[Any, str]:
@@ -620,8 +642,20 @@ def _find_block(data: Any, origin: str) -> dict[str, Any]:
     keys = set(data)
     if keys & set(SECTIONS):
         return dict(data)  # the block itself; validate() reports any unknown section
-    if keys and (keys <= set(INTEGRATED_FIELDS) or "profile" in keys):
-        return {"integrated": dict(data)}  # a bare `integrated` section
+    if keys and (keys <= set(INTEGRATED_FIELDS) or any(str(k).startswith("profile") for k in keys & set(INTEGRATED_FIELDS))):
+        return {"integrated": dict(data)}  # a bare `integrated` section; validate() reports unknown keys
+    # A typo must not silently turn profiling off: a top-level key close to `profiler_config`, or a
+    # mapping whose every key is close to a section or integrated field name, is checked as such.
+    str_keys = [k for k in data if isinstance(k, str)]
+    for k in str_keys:
+        if difflib.get_close_matches(k, [ROOT_KEY], n=1, cutoff=0.8):
+            raise ProfilerConfigError([(k, f"unknown top-level key {k!r} (did you mean {ROOT_KEY!r}?); "
+                                           f"without a {ROOT_KEY} block profiling stays off")])
+    if str_keys and len(str_keys) == len(keys):
+        if all(difflib.get_close_matches(k, list(SECTIONS), n=1, cutoff=0.8) for k in str_keys):
+            return dict(data)
+        if all(difflib.get_close_matches(k, list(SECTIONS) + list(INTEGRATED_FIELDS), n=1, cutoff=0.8) for k in str_keys):
+            return {"integrated": dict(data)}
     # a training YAML with no profiler_config: profiling stays off (MindSpeed's default)
     return {}
 

@@ -16,7 +16,7 @@ EXTRA_POSITIONALS = "overrides"  # overrides may come after --no-path-check
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="a training YAML with a profiler_config block, or the block itself")
-    parser.add_argument("overrides", nargs="*", metavar="OVERRIDE",
+    parser.add_argument("overrides", nargs="*", metavar="OVERRIDE", default=[],  # a default keeps argparse from calling it required
                         help="dotted key=value, e.g. profiler_config.integrated.profile_ranks=[0,1]")
     parser.add_argument("--no-path-check", action="store_true",
                         help="skip the check that output directories are writable (e.g. checking a cluster config locally)")
