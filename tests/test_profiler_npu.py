@@ -132,6 +132,22 @@ def test_torch_npu_failure_is_not_fatal(tmp_path, fake):
     assert statuses == [([1, 2], "failed", ["step"]), ([4, 4], "ok", [])]
 
 
+@pytest.mark.parametrize("phase", ["start", "step", "stop"])
+def test_failed_capture_leaves_one_directory(tmp_path, fake, phase):
+    """An abandoned capture is never exported, but stopping torch_npu still writes the directory it
+    made at start: the failed metadata goes into that one, not into a second directory."""
+    fake.fail[f"torch_npu.profiler.profile.{phase}"] = RuntimeError("device lost")
+    prof = IntegratedProfiler(cfg_for(tmp_path, profile_step_start=1, profile_step_end=3), role="a", rank=0, world_size=1)
+    train(prof, 3)
+    (d,) = (tmp_path / "all").iterdir()
+    meta = meta_of(d)
+    assert meta["status"] == "failed" and [e["phase"] for e in meta["errors"]] == [phase]
+    assert prof.captures[0]["directory"] == str(d) and d.name.endswith("_ascend_pt")
+    # the fake torch_npu made its directory (with FRAMEWORK/) when the capture started; with a
+    # failed start there is none, and the metadata has a directory of its own
+    assert (d / "FRAMEWORK").is_dir() == (phase != "start")
+
+
 def test_snapshot_covers_what_we_call():
     snap = load_snapshot()
     assert snap["version"] and snap["wheel"].startswith("torch_npu-")

@@ -113,12 +113,16 @@ class NpuCapture(CaptureHandle):
     def stop(self) -> None:
         if self._prof is not None:
             prof, self._prof = self._prof, None
-            prof.stop()
+            try:
+                prof.stop()
+            finally:
+                # torch_npu made its directory at start and writes it at stop, also when the capture
+                # is being abandoned (no export then): find it, so the metadata goes there too.
+                self.directory = find_capture_dir(Path(self.spec.save_dir), self.spec.worker_name)
 
     def export(self) -> list[Path]:
         # torch_npu wrote (and, with analyse_flag, parsed) the capture itself; its public methods
         # log failures instead of raising, so check that the directory really exists.
-        self.directory = find_capture_dir(Path(self.spec.save_dir), self.spec.worker_name)
         if self.directory is None:
             raise RuntimeError(f"torch_npu wrote no {self.spec.worker_name}_<pid>_<time>_ascend_pt directory under {self.spec.save_dir}")
         out = self.directory / "ASCEND_PROFILER_OUTPUT"
