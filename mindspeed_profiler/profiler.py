@@ -47,6 +47,17 @@ _MANIFESTS_WRITTEN: set[str] = set()
 # allow one session per process (a second one steals the first's session, and exporting the first
 # then crashes the interpreter), so a capture that would overlap another is not opened.
 _LIVE_CAPTURES: "weakref.WeakSet[_Capture]" = weakref.WeakSet()
+# The highest `_c<K>` given out per (stage dir, role, rank, first, last) in this process. A profiler
+# counts its own stage calls, but two profilers of one name (profiler_start(..., profiler_iteration=N)
+# called twice in an iteration builds one per call) would otherwise share a capture name.
+_CALLS_USED: dict[tuple[Any, ...], int] = {}
+
+
+def _claim_call(key: tuple[Any, ...], call: int) -> int:
+    """`call`, or the next K not yet used for this capture name in this process."""
+    call = max(call, _CALLS_USED.get(key, 0) + 1)
+    _CALLS_USED[key] = call
+    return call
 
 
 def _split_config(cfg: Any) -> tuple[Any, Any]:
@@ -393,8 +404,10 @@ class IntegratedProfiler:
             return None
         backend = self._get_backend()
         backend_name = backend.name if backend is not None else ("npu" if self.cfg.backend == "npu" else "torch")
+        save_dir = str(layout.stage_dir(self.cfg.profile_save_path, stage))
+        call = _claim_call((os.path.abspath(save_dir), self.role, self.rank, first, last), call)
         spec = CaptureSpec(
-            save_dir=str(layout.stage_dir(self.cfg.profile_save_path, stage)),
+            save_dir=save_dir,
             worker_name=layout.worker_name(self.role, self.rank, first, last, call, self.host),
             trace_basename=layout.trace_basename(self.role, self.rank),
             first=first, last=last, warmup=warmup, cfg=self.cfg,
@@ -490,7 +503,7 @@ class IntegratedProfiler:
         directory = cap.handle.directory if cap.handle is not None else None
         try:
             if directory is None or not Path(directory).is_dir():
-                directory = Path(cap.spec.save_dir) / layout.capture_dir_name(cap.spec.worker_name, cap.backend_name)
+                directory = layout.make_capture_dir(cap.spec.save_dir, cap.spec.worker_name, cap.backend_name)
             directory = Path(directory)
             meta["trace_files"] = [os.path.relpath(f, directory) for f in files]
             layout.write_json_atomic(directory / layout.META_FILE, meta)

@@ -239,6 +239,29 @@ def test_mindspeed_style_functions(tmp_path):
     assert rel_names(tmp_path / "w") == ["all/integrated_rank0_step1-2"]
 
 
+def test_mindspeed_style_stage_called_twice_in_one_iteration(tmp_path, monkeypatch):
+    """Each profiler_start(..., profiler_iteration=N) builds a new profiler; the second call of the
+    stage in iteration N is still `_c2`, even when both start within the same millisecond."""
+    monkeypatch.setattr(layout, "time_token", lambda when=None: "20260101000000000")  # one millisecond
+    cfg = cfg_for(tmp_path, stage="actor_update", profile_step_start=2, profile_step_end=3)
+    for value in (1.0, 2.0):
+        shot = profiler_start(cfg, "actor_update", profiler_iteration=2, worker_role="actor", rank=0, world_size=1)
+        torch.full((8,), value).sum()
+        profiler_step(shot)
+    assert rel_names(tmp_path) == ["actor_update/actor_rank0_step2-2", "actor_update/actor_rank0_step2-2_c2"]
+    for d in capture_dirs(tmp_path):
+        assert meta_of(d)["status"] == "ok" and profiler_steps(load_trace(d)) == [2]
+
+
+def test_taken_capture_dir_name_moves_to_the_next_millisecond(tmp_path, monkeypatch):
+    times = iter(["20260101000000000", "20260101000000000", "20260101000000001"])
+    monkeypatch.setattr(layout, "time_token", lambda when=None: next(times))
+    first = layout.make_capture_dir(tmp_path, "a_rank0_step1-1_h", "torch")
+    second = layout.make_capture_dir(tmp_path, "a_rank0_step1-1_h", "torch")
+    assert first.name.endswith("_20260101000000000_pt") and second.name.endswith("_20260101000000001_pt")
+    assert layout.parse_capture_dir_name(second.name)["first"] == 1
+
+
 def test_bad_arguments_fail_clearly(tmp_path):
     with pytest.raises(ValueError, match="role"):
         IntegratedProfiler(cfg_for(tmp_path), role="a/b")

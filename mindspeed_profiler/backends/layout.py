@@ -10,6 +10,7 @@ import os
 import re
 import socket
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,21 @@ def worker_name(role: str, rank: int, first: int, last: int, call: int = 1, host
 
 def capture_dir_name(worker: str, backend: str, pid: int | None = None, when: _dt.datetime | None = None) -> str:
     return f"{worker}_{os.getpid() if pid is None else pid}_{time_token(when)}_{SUFFIX[backend]}"
+
+
+def make_capture_dir(save_dir: str | Path, worker: str, backend: str) -> Path:
+    """Create and return a new `<save_dir>/<worker>_<pid>_<time>_<suffix>` directory. The profiler
+    keeps worker names unique within a process; should the name still be taken (a pid reused
+    within the same millisecond), take the next millisecond: the name keeps its format and a true
+    start time, and no capture writes into another's directory."""
+    for _ in range(100):
+        path = Path(save_dir) / capture_dir_name(worker, backend)
+        try:
+            path.mkdir(parents=True, exist_ok=False)
+            return path
+        except FileExistsError:
+            time.sleep(0.001)
+    raise FileExistsError(f"no free capture directory name for {worker} under {save_dir}")
 
 
 def parse_capture_dir_name(name: str) -> dict[str, Any] | None:

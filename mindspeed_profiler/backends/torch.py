@@ -79,7 +79,7 @@ class TorchCapture(CaptureHandle):
     def __init__(self, spec: CaptureSpec, opts: dict[str, Any]):
         self.spec = spec
         self.opts = opts
-        self.directory = Path(spec.save_dir) / layout.capture_dir_name(spec.worker_name, "torch")
+        self.directory = None  # made at start
         self._iteration = spec.begin
         self._prof = None
         self._step_range = None
@@ -89,7 +89,7 @@ class TorchCapture(CaptureHandle):
     def start(self) -> None:
         import torch
 
-        self.directory.mkdir(parents=True, exist_ok=False)
+        self.directory = layout.make_capture_dir(self.spec.save_dir, self.spec.worker_name, "torch")
         acts = [getattr(torch.profiler.ProfilerActivity, a) for a in self.opts["activities"]]
         self._prof = torch.profiler.profile(
             activities=acts,
