@@ -41,6 +41,8 @@ __all__ = [
 ]
 
 _NULL = contextlib.nullcontext()
+# Started, not yet stopped profilers of this process (enabled or tracer-only): colocated roles
+# share one process, so the process-wide STATE is derived from all of them (_sync_state).
 _RUNNING: "weakref.WeakSet[IntegratedProfiler]" = weakref.WeakSet()
 _MANIFESTS_WRITTEN: set[str] = set()
 # Captures recording in this process, across all profilers: torch.profiler / torch_npu.profiler
@@ -58,6 +60,32 @@ def _claim_call(key: tuple[Any, ...], call: int) -> int:
     call = max(call, _CALLS_USED.get(key, 0) + 1)
     _CALLS_USED[key] = call
     return call
+
+
+def _sync_state() -> None:
+    """STATE's marker fields from every running enabled profiler, not from the last one started:
+    markers are on if any of them wants them (for its rank), with the domains any of them selects;
+    the device is theirs; a capture is active if any capture of this process is live."""
+    running = [p for p in _RUNNING if p.enabled]
+    marking = [p for p in running if p.cfg.mstx and p.rank_selected]
+    devices = {p._backend.device for p in running if p._backend is not None}
+    STATE.mstx_enabled = bool(marking)
+    STATE.device = next((d for d in ("npu", "cuda", "cpu") if d in devices), None)
+    STATE.mstx_domain_include, STATE.mstx_domain_exclude = _union_of_domains(marking)
+    STATE.capture_active = bool(_LIVE_CAPTURES)
+
+
+def _union_of_domains(profilers: list["IntegratedProfiler"]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """One (include, exclude) pair selecting a domain when any profiler's pair selects it
+    (torch_npu's rule: a non-empty include list wins, else everything not excluded)."""
+    pairs = [(tuple(getattr(p.cfg, "mstx_domain_include", ())), tuple(getattr(p.cfg, "mstx_domain_exclude", ())))
+             for p in profilers]
+    included = {d for inc, _ in pairs for d in inc}
+    open_ended = [set(exc) for inc, exc in pairs if not inc]
+    if not open_ended:  # every profiler lists what it includes
+        return tuple(sorted(included)), ()
+    # excluded only where every open-ended profiler excludes it and no profiler includes it
+    return (), tuple(sorted(set.intersection(*open_ended) - included))
 
 
 def _split_config(cfg: Any) -> tuple[Any, Any]:
@@ -248,15 +276,12 @@ class IntegratedProfiler:
         self._running = True
         self._iteration = iteration
         STATE.iteration = iteration
+        _RUNNING.add(self)
         if self.enabled:
-            backend = self._get_backend()
-            STATE.device = backend.device if backend is not None else None
-            STATE.mstx_enabled = bool(self.cfg.mstx) and self.rank_selected
-            STATE.mstx_domain_include = tuple(getattr(self.cfg, "mstx_domain_include", ()))
-            STATE.mstx_domain_exclude = tuple(getattr(self.cfg, "mstx_domain_exclude", ()))
+            self._get_backend()
+            _sync_state()
             if self.rank == 0:
                 self._write_manifest_once()
-            _RUNNING.add(self)
             if self.plan.continuous:
                 w = self.plan.window_resumed_at(iteration)
                 if w is not None:
@@ -320,14 +345,12 @@ class IntegratedProfiler:
                         cap.meta["steps"] = [cap.spec.first, self._iteration]
                         cap.meta["profiled_iterations"] = [cap.meta["profiled_iterations"][0], self._iteration]
                 self._close(cap)
-            _RUNNING.discard(self)
-            STATE.capture_active = bool(_LIVE_CAPTURES)
-            if not _RUNNING:  # another profiler of this process (a colocated role) still owns the markers
-                STATE.mstx_enabled = False
-                STATE.device = None
-                STATE.mstx_domain_include = ()
-                STATE.mstx_domain_exclude = ()
-        if not (self.enabled and _RUNNING):
+        _RUNNING.discard(self)
+        if self.enabled:
+            _sync_state()  # the other profilers of this process (colocated roles) keep their markers
+        if _RUNNING:  # ... and their stage and iteration
+            STATE.iteration = max((p._iteration for p in _RUNNING if p._iteration is not None), default=None)
+        else:
             STATE.stage = None
             STATE.iteration = None
         self._iteration = None

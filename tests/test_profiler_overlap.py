@@ -95,3 +95,38 @@ def test_early_stop_metadata_steps_are_the_recorded_ones(tmp_path):
     meta = meta_of(d)
     assert profiler_steps(load_trace(d)) == [2, 3, 4]
     assert meta["steps"] == [2, 4] and meta["planned_steps"] == [2, 7] and meta["profiled_iterations"] == [2, 4]
+
+
+def test_colocated_markers_on_if_any_running_profiler_wants_them(tmp_path):
+    """STATE comes from all running profilers of the process, not from the last one started."""
+    actor = IntegratedProfiler(cfg_for(tmp_path, profile_steps=[5], mstx=True, mstx_domain_include=["rollout"]),
+                               role="actor", rank=0, world_size=1)
+    ref = IntegratedProfiler(cfg_for(tmp_path, profile_steps=[5], mstx=False), role="ref", rank=0, world_size=1)
+    critic = IntegratedProfiler(cfg_for(tmp_path, profile_steps=[5], mstx=True, mstx_domain_exclude=["noisy", "rollout"]),
+                                role="critic", rank=0, world_size=1)
+    actor.start()
+    ref.start()  # mstx: false, started last
+    assert STATE.mstx_enabled is True and STATE.device == "cpu"
+    assert (STATE.mstx_domain_include, STATE.mstx_domain_exclude) == (("rollout",), ())
+    critic.start()  # a domain is marked when any profiler selects it: rollout (actor), all but noisy (critic)
+    assert (STATE.mstx_domain_include, STATE.mstx_domain_exclude) == ((), ("noisy",))
+    actor.stop()
+    assert STATE.mstx_enabled is True and STATE.mstx_domain_exclude == ("noisy", "rollout")
+    critic.stop()
+    assert STATE.mstx_enabled is False and STATE.device == "cpu"  # ref still runs
+    ref.stop()
+    assert STATE.mstx_enabled is False and STATE.device is None and STATE.capture_active is False
+
+
+def test_stopping_a_tracer_only_profiler_keeps_the_running_ones_stage_and_iteration(tmp_path):
+    actor = IntegratedProfiler(cfg_for(tmp_path, profile_steps=[5]), role="actor", rank=0, world_size=1)
+    actor.start()
+    actor.step()
+    actor.step()
+    with actor.stage("actor_update"):
+        side = IntegratedProfiler(cfg_for(tmp_path, profile=False), role="side")
+        side.start()
+        side.stop()
+        assert STATE.stage == "actor_update" and STATE.iteration == 3
+    actor.stop()
+    assert STATE.stage is None and STATE.iteration is None
