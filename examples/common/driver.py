@@ -36,6 +36,14 @@ def split_overrides(config_path: str | Path, section: str, overrides: Sequence[s
     return train, rest
 
 
+def check_even_shards(items: int, what: str, ranks: int, section: str) -> None:
+    """Each data-parallel actor rank must get an equal, non-empty shard: a rank without one never joins
+    the gradient all-reduce (the others wait on it), and unequal shards bias the averaged gradient."""
+    if ranks < 1 or items < ranks or items % ranks:
+        raise ValueError(f"{section}.{what}={items} must be a positive multiple of {section}.actor_ranks={ranks} "
+                         f"(each actor rank takes an equal shard of the batch)")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

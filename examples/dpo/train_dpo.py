@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import torch
 
 from examples.common import task
-from examples.common.driver import RayCluster, analyse_and_merge, split_overrides
+from examples.common.driver import RayCluster, analyse_and_merge, check_even_shards, split_overrides
 from mindspeed_profiler import load_config
 from mindspeed_profiler.tracing import init_tracer, shutdown_tracer, trace_span
 
@@ -24,6 +24,7 @@ def run(config_path: str | Path, overrides: Sequence[str] = (), analyse: bool = 
     d, profiler_overrides = split_overrides(config_path, "dpo", overrides)
     cfg = load_config(config_path, profiler_overrides)
     n_actors = int(d["actor_ranks"])
+    check_even_shards(int(d["pairs_per_iteration"]), "pairs_per_iteration", n_actors, "dpo")
     model = dict(d["model"], prompt_len=d["prompt_len"], response_len=d["response_len"])
     history: list[dict[str, float]] = []
     with RayCluster(cfg) as cluster:

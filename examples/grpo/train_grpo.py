@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import torch
 
 from examples.common import task
-from examples.common.driver import RayCluster, analyse_and_merge, split_overrides
+from examples.common.driver import RayCluster, analyse_and_merge, check_even_shards, split_overrides
 from examples.common.rl_math import group_advantages
 from mindspeed_profiler import load_config
 from mindspeed_profiler.tracing import init_tracer, shutdown_tracer, trace_span
@@ -30,6 +30,7 @@ def run(config_path: str | Path, overrides: Sequence[str] = (), analyse: bool = 
     cfg = load_config(config_path, profiler_overrides)  # config errors fail here, before any worker starts
     g = train
     n_actors = int(g["actor_ranks"])
+    check_even_shards(int(g["prompts_per_iteration"]), "prompts_per_iteration", n_actors, "grpo")
     model = dict(g["model"], prompt_len=g["prompt_len"], response_len=g["response_len"])
     history: list[dict[str, float]] = []
     with RayCluster(cfg) as cluster:
