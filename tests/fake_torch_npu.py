@@ -10,7 +10,8 @@ instance attributes of `profile` we may set, come from the same snapshot.
 
 Behaviour is a small model of the real code (read from the same wheel): `profile` follows its
 schedule and `_step_num_offset`, the capture directory is `<dir>/<worker_name>_<pid>_<time>_ascend_pt`
-as torch_npu's ProfPathCreator names it, `tensorboard_trace_handler(analyse_flag=True)` writes an
+as torch_npu's ProfPathCreator names it (the host name instead of a worker_name that is not shorter
+than the snapshot's MAX_WORKER_NAME_LENGTH), `tensorboard_trace_handler(analyse_flag=True)` writes an
 ASCEND_PROFILER_OUTPUT/, mstx returns range ids. The recorded ProfilerStep#N names are written to
 `FRAMEWORK/fake_steps.json` in the capture directory so tests can check what was recorded.
 
@@ -167,7 +168,14 @@ class FakeTorchNpu:
                     return Action.WARMUP
                 return Action.RECORD if mod < n - 1 else Action.RECORD_AND_SAVE
 
+        max_worker = self.snap["constants"]["MAX_WORKER_NAME_LENGTH"]
+
         def tensorboard_trace_handler(dir_name=None, worker_name=None, analyse_flag=True, async_mode=False):
+            # ProfPathCreator.init: a worker_name of MAX_WORKER_NAME_LENGTH characters or more is
+            # dropped with a warning, and the directory is named after the host instead
+            if not (isinstance(worker_name, str) and worker_name and len(worker_name) < max_worker):
+                worker_name = None
+
             def handler_fn(prof: Any) -> None:
                 if analyse_flag:
                     out = Path(prof._fake_dir) / "ASCEND_PROFILER_OUTPUT"

@@ -148,6 +148,42 @@ def test_failed_capture_leaves_one_directory(tmp_path, fake, phase):
     assert (d / "FRAMEWORK").is_dir() == (phase != "start")
 
 
+def test_long_role_and_host_fit_torch_npu_worker_name_limit(tmp_path, fake, monkeypatch):
+    """torch_npu names the directory after the host when worker_name is too long (the fake follows
+    its rule and the snapshot's limit): ours is shortened so the capture is still found."""
+    import socket
+
+    from mindspeed_profiler.backends import layout
+
+    host = "node-" + "x" * 38 + ".cluster.example.com"  # 63 characters (Linux allows 64)
+    monkeypatch.setattr(socket, "gethostname", lambda: host)
+    role = "actor_" + "r" * 160
+    prof = IntegratedProfiler(cfg_for(tmp_path, profile_step_start=2, profile_step_end=4), role=role, rank=12, world_size=16)
+    train(prof, 4)
+    (d,) = capture_dirs(tmp_path)
+    assert meta_of(d)["status"] == "ok" and fake_steps(d) == ["ProfilerStep#2", "ProfilerStep#3"]
+    (handler,) = fake.calls_to("torch_npu.profiler.tensorboard_trace_handler")
+    assert len(handler["worker_name"]) < load_snapshot()["constants"]["MAX_WORKER_NAME_LENGTH"]
+    assert len(d.name) <= 255
+    parsed = layout.parse_capture_dir_name(d.name)
+    assert (parsed["role"], parsed["rank"], parsed["first"], parsed["last"]) == (role, 12, 2, 3)
+    assert parsed["host"].startswith("node-xxx")
+    assert handler["worker_name"] == layout.worker_name(role, 12, 2, 3, host=host)  # deterministic
+
+
+def test_worker_name_shortening_keeps_rank_steps_and_call():
+    from mindspeed_profiler.backends import layout
+
+    assert layout.worker_name("actor", 0, 3, 3, 2, "node-1") == "actor_rank0_step3-3_c2_node-1"  # short: unchanged
+    huge_role = "a" * 300
+    name = layout.worker_name(huge_role, 7, 10, 19, 2, "h" * 300)
+    assert len(name) <= layout.MAX_WORKER_NAME and "_rank7_step10-19_c2_" in name
+    parsed = layout.parse_capture_dir_name(layout.capture_dir_name(name, "npu"))
+    assert (parsed["rank"], parsed["first"], parsed["last"], parsed["call"]) == (7, 10, 19, 2)
+    assert parsed["role"].startswith("aaa")
+    assert layout.worker_name("a" * 299 + "b", 7, 10, 19, 2, "h" * 300) != name  # the hash keeps long names apart
+
+
 def test_snapshot_covers_what_we_call():
     snap = load_snapshot()
     assert snap["version"] and snap["wheel"].startswith("torch_npu-")

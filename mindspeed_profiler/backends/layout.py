@@ -5,6 +5,7 @@ Pure naming functions plus two tiny I/O helpers (atomic JSON write, directory si
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import os
 import re
@@ -47,10 +48,31 @@ def stage_dir(save_path: str, stage: str | None) -> Path:
     return Path(save_path) / (stage or ALL_DIR)
 
 
+# torch_npu replaces a worker_name of 226 characters or more (`len(worker_name) <
+# MAX_WORKER_NAME_LENGTH` in ProfPathCreator.init, torch-npu 2.14; the signature snapshot records
+# it) by the host name, and the directory name adds `_<pid>_<17-digit time>_ascend_pt` (at most 36
+# characters with 7-digit pids) under the 255-byte file name limit of common filesystems.
+MAX_WORKER_NAME = 255 - 36
+
+
 def worker_name(role: str, rank: int, first: int, last: int, call: int = 1, host: str | None = None) -> str:
-    """`<role>_rank<R>_step<A>-<B>[_c<K>]_<host>`: the part of the name before `_<pid>_<time>`."""
-    call_part = f"_c{call}" if call > 1 else ""
-    return f"{role}_rank{rank}_step{first}-{last}{call_part}_{host_token(host)}"
+    """`<role>_rank<R>_step<A>-<B>[_c<K>]_<host>`: the part of the name before `_<pid>_<time>`.
+    Longer than MAX_WORKER_NAME, the host (then the role) becomes a prefix plus a hash of the whole:
+    deterministic, so the npu backend finds the directory torch_npu names after it, and rank,
+    steps and call stay readable."""
+    tail = f"_rank{rank}_step{first}-{last}" + (f"_c{call}" if call > 1 else "")
+    host = host_token(host)
+    if len(role) + len(tail) + 1 + len(host) > MAX_WORKER_NAME:
+        host = _shorten(host, max(MAX_WORKER_NAME - len(role) - len(tail) - 1, 10))
+        role = _shorten(role, MAX_WORKER_NAME - len(tail) - 1 - len(host))
+    return f"{role}{tail}_{host}"
+
+
+def _shorten(text: str, room: int) -> str:
+    """`text` if it fits in `room` characters, else a prefix of it, '-' and 8 hex digits of its sha1."""
+    if len(text) <= room:
+        return text
+    return f"{text[:max(room - 9, 1)]}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
 
 
 def capture_dir_name(worker: str, backend: str, pid: int | None = None, when: _dt.datetime | None = None) -> str:
