@@ -66,3 +66,21 @@ def test_dpo_example_warmup_semantic(tmp_path):
     for m in metas:
         assert m["steps"] == [3] or m["steps"] == [3, 3]
         assert m["warmup_steps"] == 1
+
+
+def test_failed_run_still_exports_open_captures(tmp_path):
+    """A worker error (temperature 0 makes the sampling probabilities NaN) fails the run quickly, and
+    the captures open at that moment are still stopped and written by every worker."""
+    save = tmp_path / "prof"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("RAY_ADDRESS", None)
+    out = subprocess.run([sys.executable, "-m", "examples.grpo.train_grpo", "--no-analyse", "grpo.temperature=0",
+                          "profiler_config.integrated.stage=all", "profiler_config.integrated.profile_step_start=1",
+                          "profiler_config.integrated.profile_step_end=2",
+                          f"profiler_config.integrated.profile_save_path={save}"],
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode != 0
+    assert "probability tensor contains" in out.stderr
+    metas = [json.loads(p.read_text()) for p in save.glob("all/*_pt/mindspeed_profiler_meta.json")]
+    assert sorted((m["role"], m["rank"]) for m in metas) == [("actor", 0), ("actor", 1), ("reference", 0)]
+    assert all(m["status"] == "ok" for m in metas)

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
+import time
 from typing import Any, Sequence
 
 import yaml
 
+from mindspeed_profiler import load_config
 from mindspeed_profiler.config import ProfilerConfig
+from mindspeed_profiler.tracing import init_tracer, shutdown_tracer, trace_span
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GET_TIMEOUT_S = float(os.environ.get("EXAMPLE_RAY_TIMEOUT_S", "300"))
@@ -44,12 +46,6 @@ def check_even_shards(items: int, what: str, ranks: int, section: str) -> None:
                          f"(each actor rank takes an equal shard of the batch)")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class RayCluster:
     """A Ray connection for one training run: local by default, RAY_ADDRESS for a real cluster."""
 
@@ -61,15 +57,18 @@ class RayCluster:
     def __enter__(self) -> "RayCluster":
         import ray
 
-        kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=True,
-                                      runtime_env={"env_vars": {"PYTHONPATH": _pythonpath(),
-                                                                "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
-                                                                "OMP_NUM_THREADS": "1"}})
+        env_vars = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "OMP_NUM_THREADS": "1"}
+        kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=True)
         address = os.environ.get("RAY_ADDRESS")
         if address:
+            # a real cluster: ship this checkout (examples + mindspeed_profiler) to every node; use an
+            # absolute, shared profile_save_path so that all captures land in one place
             kwargs["address"] = address
+            kwargs["runtime_env"] = {"working_dir": str(REPO_ROOT), "env_vars": env_vars,
+                                     "excludes": [".git", ".venv*", "profiler_data*", "*.egg-info", "__pycache__"]}
         else:
             kwargs["num_cpus"] = self.num_cpus or max(2, os.cpu_count() or 2)
+            kwargs["runtime_env"] = {"env_vars": dict(env_vars, PYTHONPATH=_pythonpath())}
         ray.init(**kwargs)
         return self
 
@@ -89,14 +88,17 @@ class RayCluster:
         return ray.get(refs, timeout=GET_TIMEOUT_S)
 
     def group(self, worker_cls: type, size: int, model: dict, seed: int = 0) -> list[Any]:
-        """Start `size` ranks of a worker class as Ray actors sharing one torch.distributed group."""
+        """Start `size` ranks of a worker class as Ray actors sharing one torch.distributed group.
+
+        Rank 0 picks the rendezvous address on its own node (the group may span nodes), then every
+        rank joins it and builds its model, profiler and tracer."""
         import ray
 
-        port = _free_port()
         remote_cls = ray.remote(worker_cls).options(num_cpus=0.5)
-        handles = [remote_cls.remote(self.cfg.to_dict(), rank, size, port, model, seed) for rank in range(size)]
+        handles = [remote_cls.remote(self.cfg.to_dict(), rank, size, model, seed) for rank in range(size)]
         self._handles += handles
-        self.get([h.ready.remote() for h in handles])
+        addr, port = self.get(handles[0].rendezvous.remote())
+        self.get([h.setup.remote(addr, port) for h in handles])
         return handles
 
     def sync_clocks(self) -> None:
@@ -107,8 +109,20 @@ class RayCluster:
 
         sync_actor_clocks(self._handles, rounds=self.cfg.tracer.clock_sync_rounds)
 
-    def shutdown_workers(self, handles: list[Any]) -> None:
-        self.get([h.shutdown.remote() for h in handles])
+    def shutdown_workers(self, timeout_s: float = 120.0) -> list[Any]:
+        """Stop every worker's profiler and tracer (exporting open captures). Best effort: a dead
+        worker is skipped, so a failed run still keeps what the others recorded."""
+        import ray
+
+        refs = [h.shutdown.remote() for h in self._handles]
+        done, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        out = []
+        for ref in done:
+            try:
+                out.append(ray.get(ref, timeout=1))
+            except Exception as exc:  # the worker died: its error was already reported by Ray
+                out.append(exc)
+        return out
 
 
 def _pythonpath() -> str:
@@ -129,3 +143,78 @@ def analyse_and_merge(cfg: ProfilerConfig, analyse: bool) -> dict[str, Any]:
 
         out["analyse_rc"] = cli_main(["analyse", cfg.integrated.profile_save_path])
     return out
+
+
+class Trainer:
+    """One RL algorithm's driver loop body. Subclasses set the class attributes and `iteration`."""
+
+    section: str = ""            # the trainer's YAML section (grpo, dpo)
+    batch_key: str = ""          # the setting that the actor ranks share evenly
+    actor_cls: type
+    ref_cls: type
+
+    def __init__(self, settings: dict[str, Any]):
+        self.s = settings
+
+    def iteration(self, cluster: RayCluster, actors: list[Any], ref: Any, it: int) -> dict[str, float]:
+        raise NotImplementedError
+
+    def format_row(self, row: dict[str, float]) -> str:
+        return "  ".join(f"{k} {v:.4f}" for k, v in row.items() if k not in ("iteration", "seconds"))
+
+    def summary(self, history: list[dict[str, float]]) -> str:
+        return ""
+
+
+def run_trainer(trainer_cls: type[Trainer], config_path: str | Path, overrides: Sequence[str] = (),
+                analyse: bool = True) -> dict[str, Any]:
+    """Validate the config, start the worker groups, run the iterations under the tracer, stop the
+    profilers, merge the timeline and analyse. Returns per-iteration stats and output locations."""
+    settings, profiler_overrides = split_overrides(config_path, trainer_cls.section, overrides)
+    cfg = load_config(config_path, profiler_overrides)  # config errors fail here, before any worker starts
+    n_actors = int(settings["actor_ranks"])
+    check_even_shards(int(settings[trainer_cls.batch_key]), trainer_cls.batch_key, n_actors, trainer_cls.section)
+    model = dict(settings["model"], prompt_len=settings["prompt_len"], response_len=settings["response_len"])
+    trainer = trainer_cls(settings)
+    history: list[dict[str, float]] = []
+    wall = 0.0
+    with RayCluster(cfg) as cluster:
+        init_tracer(cfg, role="driver", rank=0)
+        try:
+            actors = cluster.group(trainer.actor_cls, n_actors, model, seed=settings["seed"])
+            ref = cluster.group(trainer.ref_cls, 1, model, seed=settings["seed"])[0]
+            cluster.sync_clocks()
+            # the reference starts as a copy of the initial policy
+            cluster.get(ref.set_weights.remote(actors[0].get_weights.remote()))
+            t_start = time.perf_counter()
+            for it in range(1, int(settings["iterations"]) + 1):
+                t0 = time.perf_counter()
+                with trace_span("iteration", cat="iteration", args={"iteration": it}):
+                    row = trainer.iteration(cluster, actors, ref, it)
+                    cluster.get([w.end_iteration.remote() for w in actors + [ref]])
+                row = {"iteration": it, **row, "seconds": time.perf_counter() - t0}
+                history.append(row)
+                print(f"iter {it:3d}  {trainer.format_row(row)}  {row['seconds']:.2f}s", flush=True)
+            wall = time.perf_counter() - t_start
+        finally:
+            cluster.shutdown_workers()  # export open captures even when the run failed
+            shutdown_tracer()
+    out: dict[str, Any] = {"history": history, "train_seconds": wall,
+                           "profile_save_path": cfg.integrated.profile_save_path}
+    out.update(analyse_and_merge(cfg, analyse))
+    return out
+
+
+def trainer_main(trainer_cls: type[Trainer], doc: str, default_config: Path, argv: Sequence[str] | None = None) -> int:
+    """The command line shared by the example trainers."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default=str(default_config))
+    p.add_argument("--no-analyse", action="store_true", help="skip the offline analysis after training")
+    p.add_argument("overrides", nargs="*", help=f"dotted key=value (profiler_config.* or {trainer_cls.section}.*)")
+    args = p.parse_intermixed_args(argv)  # overrides may come before or after the options
+    result = run_trainer(trainer_cls, args.config, args.overrides, analyse=not args.no_analyse)
+    print(f"{trainer_cls(dict()).summary(result['history'])} in {result['train_seconds']:.1f}s; "
+          f"profiling data in {result['profile_save_path']}")
+    return 0

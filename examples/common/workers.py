@@ -25,20 +25,39 @@ class PolicyWorker:
     role = "policy"         # profiler role: names the capture directories
     group = "PolicyGroup"   # tracer role: names the process on the timeline
 
-    def __init__(self, config: dict, rank: int, world_size: int, master_port: int, model: dict, seed: int = 0):
+    trainable = True        # builds an optimizer
+
+    def __init__(self, config: dict, rank: int, world_size: int, model: dict, seed: int = 0):
+        # cheap: the group's rendezvous address is only known once rank 0 has picked it (setup)
+        self.config, self.rank, self.world_size, self.model_cfg, self.seed = config, rank, world_size, model, seed
+
+    def rendezvous(self) -> tuple[str, int]:
+        """On rank 0: an address and free port on this node for the group's torch.distributed init."""
+        import socket
+
+        import ray
+
+        addr = ray.util.get_node_ip_address()
+        with socket.socket() as sock:
+            sock.bind((addr, 0))
+            return addr, sock.getsockname()[1]
+
+    def setup(self, master_addr: str, master_port: int) -> dict[str, Any]:
         torch.set_num_threads(1)  # several workers share a laptop's cores
-        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0")
-        os.environ["MASTER_PORT"] = str(master_port)
-        init_megatron(rank=rank, world_size=world_size, seed=seed)
-        self.rank, self.world_size = rank, world_size
+        rank, world_size, model = self.rank, self.world_size, self.model_cfg
+        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0",
+                          MASTER_ADDR=master_addr, MASTER_PORT=str(master_port))
+        init_megatron(rank=rank, world_size=world_size, seed=self.seed)  # same seed: identical initial weights
         self.seq_len = model["prompt_len"] + model["response_len"]
         self.model = build_gpt(task.VOCAB, self.seq_len, num_layers=model["layers"], hidden=model["hidden"], heads=model["heads"])
-        self.lr = model.get("lr", 1e-3)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.lr)
-        self.cfg = load_config(config, check_paths=False)  # validated on the driver already
+        torch.manual_seed(self.seed + 1000 * (rank + 1))  # but each rank samples its own stream
+        if self.trainable:
+            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=model.get("lr", 1e-3))
+        self.cfg = load_config(self.config, check_paths=False)  # validated on the driver already
         init_tracer(self.cfg, role=self.group, rank=rank)
         self.profiler = IntegratedProfiler(self.cfg.integrated, role=self.role)
         self.profiler.start()  # MindSpeed starts it at the end of worker init
+        return self.ready()
 
     # -- plumbing -------------------------------------------------------------------------
     def ready(self) -> dict[str, Any]:
@@ -54,7 +73,8 @@ class PolicyWorker:
         self.profiler.step()
 
     def shutdown(self) -> dict[str, Any]:
-        self.profiler.stop()
+        if hasattr(self, "profiler"):  # setup may not have run (a failed group start)
+            self.profiler.stop()
         shutdown_tracer()
         import torch.distributed as dist
 
@@ -95,6 +115,7 @@ class ReferenceWorker(PolicyWorker):
 
     role = "reference"
     group = "ReferenceGroup"
+    trainable = False
 
     def compute_ref_log_prob(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.compute_log_prob(tokens, "reference_compute_log_prob")
