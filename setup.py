@@ -12,7 +12,8 @@ setup(
     long_description=(HERE / "README.md").read_text(encoding="utf-8") if (HERE / "README.md").exists() else "",
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=find_packages(include=["mindspeed_profiler", "mindspeed_profiler.*"]),
+    # data/ holds package data only (the torch_npu signature snapshot), listed so setuptools ships it quietly
+    packages=find_packages(include=["mindspeed_profiler", "mindspeed_profiler.*"]) + ["mindspeed_profiler.data"],
     include_package_data=True,
     package_data={"mindspeed_profiler": ["data/*.json"]},
     install_requires=[
