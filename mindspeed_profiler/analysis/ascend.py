@@ -48,7 +48,20 @@ def kernel_details(path: Path, top_n: int) -> dict:
     missing = [c for c in ("Name", "Start Time(us)", "Duration(us)") if c not in rows[0]]
     if missing:
         raise ValueError(f"{path.name}: missing column(s) {missing}; found {list(rows[0])[:12]}")
-    parts = [exact_us(r["Start Time(us)"]) for r in rows]
+    # rows without a usable start / duration (empty cells, "N/A") are counted, never summed as NaN
+    def start(r):
+        try:
+            return exact_us(r["Start Time(us)"])
+        except (TypeError, ValueError, AttributeError):
+            return None
+    parts = [start(r) for r in rows]
+    good = [p is not None and np.isfinite(fnum(r["Duration(us)"])) and fnum(r["Duration(us)"]) >= 0
+            for p, r in zip(parts, rows)]
+    n_bad = len(rows) - sum(good)
+    rows = [r for r, g in zip(rows, good) if g]
+    parts = [p for p, g in zip(parts, good) if g]
+    if not rows:
+        raise ValueError(f"{path.name}: no row with a usable start time and duration")
     base = min(p[0] for p in parts)
     ts = np.array([(w - base) + f for w, f in parts])
     dur = np.array([fnum(r["Duration(us)"]) for r in rows])
@@ -71,7 +84,7 @@ def kernel_details(path: Path, top_n: int) -> dict:
         "device": dev, "start_us": base + float(ts.min()),
         "top_kernels": sorted(agg.values(), key=lambda a: -a["total_us"])[:top_n],
         "kernel_types": sorted(({"type": k, "total_us": v} for k, v in by_type.items()), key=lambda a: -a["total_us"])[:top_n],
-        "n_kernels": len(rows), "kernel_steps": steps,
+        "n_kernels": len(rows), "n_bad_kernels": n_bad, "kernel_steps": steps,
     }
 
 

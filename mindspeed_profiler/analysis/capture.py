@@ -21,6 +21,12 @@ def _kineto_file(path: Path, top_n: int, want_events: bool) -> tuple[dict, dict 
     table = EventTable()
     rest = jsonscan.load_trace(path, table.add_batch)
     ev = table.finish()
+    base_ns = rest.get("baseTimeNanoseconds") if isinstance(rest, dict) else None
+    if isinstance(base_ns, int) and not isinstance(base_ns, bool) and base_ns > 0:
+        # newer Kineto writes ts relative to baseTimeNanoseconds (the epoch time of ts 0)
+        ev.t0_us += base_ns // 1000
+        if base_ns % 1000:
+            ev.ts = ev.ts + (base_ns % 1000) / 1000.0
     if ev.n_raw == 0:
         raise jsonscan.TraceFormatError("the trace has no events")
     if len(ev) == 0 and not ev.process_names:
@@ -49,6 +55,7 @@ def _ascend(root: Path, cap: Capture, top_n: int, want_events: bool) -> tuple[di
         out["top_kernels"] = kd["top_kernels"]   # richer than trace_view's (type, core)
         out["kernel_types"] = kd["kernel_types"]
         out["n_kernels"] = kd["n_kernels"]
+        out["n_bad_kernels"] = kd["n_bad_kernels"]
         if not out.get("device"):
             out["device"] = kd["device"]
             out.setdefault("start_us", kd["start_us"])
@@ -97,7 +104,7 @@ def analyse_capture(root: str, cap_dict: dict, top_n: int = 20, want_events: boo
             paths = [root_p / f for f in cap.files]
             missing = [str(p) for p in paths if not p.is_file()]
             if missing:
-                raise FileNotFoundError(f"listed trace file missing: {missing[0]}")
+                raise FileNotFoundError(f"listed trace file missing (or not a regular file): {missing[0]}")
             main = max(paths, key=lambda p: p.stat().st_size)
             out, events = _kineto_file(main, top_n, want_events)
             res.update(out)
@@ -112,6 +119,8 @@ def analyse_capture(root: str, cap_dict: dict, top_n: int = 20, want_events: boo
         elif cap.kind == "timeline":
             from .timeline import analyse_timeline, load_timeline
             res["timeline"] = analyse_timeline(load_timeline(root_p / cap.path, [root_p / f for f in cap.files]))
+        elif cap.kind == "unreadable":
+            raise OSError(cap.warnings[-1] if cap.warnings else "unreadable")
         else:
             raise ValueError(f"cannot analyse a capture of kind {cap.kind!r}")
     except Exception as exc:  # noqa: BLE001 - reported per capture, the batch goes on

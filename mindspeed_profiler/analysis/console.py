@@ -6,6 +6,11 @@ from rich.markup import escape
 from rich.table import Table
 
 
+def _t(v) -> str:
+    """Text from the data (role, stage, worker names...) is never read as rich markup."""
+    return escape(str(v))
+
+
 def _ms(us) -> str:
     return "" if us is None else f"{us / 1e3:,.2f}"
 
@@ -23,8 +28,8 @@ def print_summary(summary: dict, top_n: int = 10, console: Console | None = None
         w = d.get("window_us") or 0.0
         pct = lambda k: f"{100 * d[k] / w:.1f}%" if w and d.get(k) is not None else ""
         style = None if c["status"] == "ok" else "red"
-        t.add_row(escape(c["path"]), c["kind"], c["status"], str(c.get("role") or ""), str(c.get("rank") if c.get("rank") is not None else ""),
-                  str(c.get("stage") or ""), str(len(c.get("steps") or [])) if c.get("steps") else "",
+        t.add_row(escape(c["path"]), c["kind"], c["status"], _t(c.get("role") or ""), _t(c.get("rank") if c.get("rank") is not None else ""),
+                  _t(c.get("stage") or ""), str(len(c.get("steps") or [])) if c.get("steps") else "",
                   _ms(c.get("wall_us")), _ms(d.get("busy_us")), pct("compute_us"), pct("communication_exposed_us"),
                   pct("idle_us"), style=style)
     con.print(t)
@@ -38,7 +43,7 @@ def print_summary(summary: dict, top_n: int = 10, console: Console | None = None
         for h in ("source", "stage", "metric", "rank", "value ms", "median ms", "ratio"):
             t.add_column(h)
         for r in (flagged or summary["slow_ranks"])[:top_n]:
-            t.add_row(r["source"], str(r["stage"]), r["metric"], str(r["rank"]), _ms(r["value_us"]), _ms(r["median_us"]),
+            t.add_row(_t(r["source"]), _t(r["stage"]), _t(r["metric"]), _t(r["rank"]), _ms(r["value_us"]), _ms(r["median_us"]),
                       f"{r['ratio']:.3f}", style="red" if r["flagged"] else None)
         con.print(t)
     tl = summary.get("timeline")
@@ -50,5 +55,5 @@ def print_summary(summary: dict, top_n: int = 10, console: Console | None = None
             t.add_column(h, overflow="fold")
         for it in tl["iterations"]:
             t.add_row(str(it["iteration"]), _ms(it["dur_us"]), _ms(it["overlap_us"]), _ms(it["no_stage_us"]),
-                      " -> ".join(f"{p['stage']}@{p['worker']}" for p in it["critical_path"]))
+                      _t(" -> ".join(f"{p['stage']}@{p['worker']}" for p in it["critical_path"])))
         con.print(t)

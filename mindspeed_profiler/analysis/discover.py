@@ -17,7 +17,7 @@ NOT_TRACES = {META_FILE, "profiler_metadata.json", "run.json", "summary.json", "
               "cluster_communication.json", "cluster_communication_matrix.json", "package.json"}
 CLUSTER_FILE = "cluster_step_trace_time.csv"
 NAME_RE = re.compile(r"^(?P<role>.+?)_rank(?P<rank>\d+)_step(?P<a>\d+)-(?P<b>\d+)(?:_c\d+)?_")
-KINDS = ("torch", "kineto", "ascend", "ascend_raw", "timeline", "cluster")
+KINDS = ("torch", "kineto", "ascend", "ascend_raw", "timeline", "cluster", "unreadable")
 
 
 @dataclass
@@ -41,6 +41,10 @@ def _is_trace_json(name: str) -> bool:
             and not name.startswith("profiler_info") and not name.startswith("."))
 
 
+def _text(v) -> str | None:
+    return None if v is None else v if isinstance(v, str) else str(v)
+
+
 def _rel(root: Path, p: Path) -> str:
     r = os.path.relpath(p, root)
     return r
@@ -55,11 +59,14 @@ def _identity(cap: Capture, root: Path, d: Path) -> None:
             if not isinstance(meta, dict):
                 raise ValueError("not a JSON object")
             cap.meta = meta
-            cap.role = meta.get("role")
-            cap.rank = meta.get("rank") if isinstance(meta.get("rank"), int) else None
-            cap.stage = meta.get("stage")
+            # a damaged file must not leak odd types into the tables (a list as a stage name...)
+            cap.role = _text(meta.get("role"))
+            r = meta.get("rank")
+            cap.rank = r if isinstance(r, int) and not isinstance(r, bool) else None
+            cap.stage = _text(meta.get("stage"))
             st = meta.get("steps")
-            cap.step_range = list(st) if isinstance(st, list) else None
+            cap.step_range = (list(st) if isinstance(st, list) and len(st) == 2
+                              and all(isinstance(x, int) and not isinstance(x, bool) for x in st) else None)
         except Exception as exc:  # noqa: BLE001 - a bad meta file is reported, not fatal
             cap.warnings.append(f"{_rel(root, meta_path)}: unreadable metadata ({type(exc).__name__}: {exc})")
     m = NAME_RE.match(d.name)
@@ -81,10 +88,27 @@ def discover(root: Path, skip_dirs: tuple[str, ...] = ("analysis",)) -> list[Cap
             return [Capture(path=name, kind="timeline", files=[name])]
         return [Capture(path=name, kind="kineto", files=[name])]
     found: list[Capture] = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    seen: set[str] = {os.path.realpath(root)}
+
+    def unreadable(err: OSError) -> None:   # a directory we cannot list is reported, not skipped
+        p = Path(err.filename) if err.filename else root
+        found.append(Capture(path=_rel(root, p), kind="unreadable",
+                             warnings=[f"cannot list directory: {type(err).__name__}: {err.strerror or err}"]))
+
+    # symlinked directories are followed (captures gathered by links), each real directory once
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable, followlinks=True):
         d = Path(dirpath)
         rel = _rel(root, d)
-        dirnames[:] = sorted(x for x in dirnames if not x.startswith(".") and not (d == root and x in skip_dirs))
+        keep = []
+        for x in sorted(dirnames):
+            if x.startswith(".") or (d == root and x in skip_dirs):
+                continue
+            real = os.path.realpath(d / x)
+            if real in seen:
+                continue
+            seen.add(real)
+            keep.append(x)
+        dirnames[:] = keep
         filenames = sorted(filenames)
         if d.name.endswith("_ascend_pt"):
             dirnames[:] = []
@@ -104,14 +128,14 @@ def discover(root: Path, skip_dirs: tuple[str, ...] = ("analysis",)) -> list[Cap
             cap = Capture(path=rel, kind="torch")
             _identity(cap, root, d)
             listed = (cap.meta or {}).get("trace_files") if cap.meta else None
-            if isinstance(listed, list) and listed:
+            if isinstance(listed, list) and listed and all(isinstance(f, str) and f for f in listed):
                 cap.files = [_rel(root, d / f) for f in listed]
             else:
                 cap.files = [_rel(root, p) for p in sorted(d.rglob("*")) if p.is_file() and _is_trace_json(p.name)]
             found.append(cap)
             continue
         claimed: set[str] = set()
-        text = [n for n in ASCEND_TEXT if n in filenames]
+        text = [n for n in ASCEND_TEXT if n in filenames and os.path.isfile(d / n)]
         if text:  # a loose ASCEND_PROFILER_OUTPUT (or a copy of its files)
             cap = Capture(path=rel, kind="ascend", files=[_rel(root, d / n) for n in text])
             if d.name == "ASCEND_PROFILER_OUTPUT":
@@ -125,6 +149,11 @@ def discover(root: Path, skip_dirs: tuple[str, ...] = ("analysis",)) -> list[Cap
             claimed.update(merged)
         for n in filenames:
             if n in claimed:
+                continue
+            if (n == CLUSTER_FILE or _is_trace_json(n)) and not os.path.isfile(d / n):
+                # a broken link, a FIFO (reading it would block), a socket...: reported, never opened
+                why = "broken symbolic link" if os.path.islink(d / n) and not os.path.exists(d / n) else "not a regular file"
+                found.append(Capture(path=_rel(root, d / n), kind="unreadable", warnings=[why]))
                 continue
             if n == CLUSTER_FILE:
                 found.append(Capture(path=_rel(root, d / n), kind="cluster", files=[_rel(root, d / n)]))

@@ -7,8 +7,12 @@ timestamps ("1704161511420306.491") keep their sub-microsecond digits in float64
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 import numpy as np
+
+
+_GET6 = itemgetter("name", "cat", "pid", "tid", "ts", "dur")
 
 
 class Interner:
@@ -16,23 +20,32 @@ class Interner:
         self.ids: dict = {}
         self.values: list = []
 
-    def ids_of(self, items: list) -> list[int]:
+    def ids_of(self, items) -> np.ndarray:
+        """int32 ids of `items` (new values appended). Fast path in C: the distinct values via
+        dict.fromkeys, then one map over the dict's __getitem__."""
+        ids, values = self.ids, self.values
+        try:
+            for v in dict.fromkeys(items):
+                if v not in ids:
+                    ids[v] = len(values)
+                    values.append(v)
+            return np.fromiter(map(ids.__getitem__, items), dtype=np.int32, count=len(items))
+        except TypeError:  # unhashable junk (a list as a name): intern its text
+            return np.array(self._slow(items), dtype=np.int32)
+
+    def _slow(self, items) -> list[int]:
         ids, values = self.ids, self.values
         out = []
-        append = out.append
         for v in items:
             try:
-                i = ids[v]
-            except KeyError:
+                hash(v)
+            except TypeError:
+                v = str(v)
+            i = ids.get(v)
+            if i is None:
                 i = ids[v] = len(values)
                 values.append(v)
-            except TypeError:  # unhashable junk (a list as a name): intern its text
-                v = str(v)
-                i = ids.get(v)
-                if i is None:
-                    i = ids[v] = len(values)
-                    values.append(v)
-            append(i)
+            out.append(i)
         return out
 
 
@@ -45,7 +58,35 @@ def _num(v) -> float:
         return np.nan
 
 
-def _floats(values: list) -> np.ndarray:
+def _parse_str_ts(v: str) -> tuple[int, float] | None:
+    """'1704161511420306.491' -> (1704161511420306, 0.491) without float64 rounding; signs and
+    exponents ('-12.5', '1.7e15') are handled; None when the text is not a finite number."""
+    v = v.strip().strip("\t").strip()
+    if not v:
+        return None
+    sign = 1
+    body = v
+    if body[0] in "+-":
+        sign = -1 if body[0] == "-" else 1
+        body = body[1:]
+    whole, dot, frac = body.partition(".")
+    if whole.isdigit() and (not frac or frac.isdigit()):
+        w = int(whole)
+        f = float("0." + frac) if frac else 0.0
+        if sign < 0:   # -12.5 = -13 + 0.5
+            return (-w - 1, 1.0 - f) if f else (-w, 0.0)
+        return w, f
+    try:
+        x = float(v)
+    except ValueError:
+        return None
+    if not np.isfinite(x):
+        return None
+    w = int(np.floor(x))
+    return w, x - w
+
+
+def _floats(values) -> np.ndarray:
     """float64 array; None and junk become NaN (fast path: numpy converts numbers and None)."""
     try:
         return np.array(values, dtype=np.float64)
@@ -64,66 +105,139 @@ class EventTable:
     n_raw: int = 0
     _cols: dict = field(default_factory=lambda: {k: [] for k in ("name", "cat", "pid", "tid", "ts", "dur", "corr", "task")})
     tasks: Interner = field(default_factory=Interner)
+    _begin_end: list = field(default_factory=list)
 
     # -- building ---------------------------------------------------------------------------
     def add_batch(self, batch: list) -> None:
         self.n_raw += len(batch)
-        xs = [e for e in batch if type(e) is dict and e.get("ph") == "X"]
+        xs = []
+        other = []
         for e in batch:
-            if type(e) is dict and e.get("ph") == "M" and e.get("name") == "process_name":
-                args = e.get("args") or {}
-                if isinstance(args, dict):
-                    self.process_names[e.get("pid")] = str(args.get("name", ""))
-        if not xs:
-            return
-        ts_raw = [e.get("ts") for e in xs]
+            if type(e) is dict:
+                ph = e.get("ph")
+                if ph == "X":
+                    xs.append(e)
+                elif ph == "M" or ph == "B" or ph == "E":
+                    other.append(e)
+        for e in other:
+            ph = e.get("ph")
+            if ph == "M":
+                if e.get("name") == "process_name":
+                    args = e.get("args") or {}
+                    if isinstance(args, dict):
+                        pid = e.get("pid")
+                        try:
+                            self.process_names[pid] = str(args.get("name", ""))
+                        except TypeError:  # unhashable pid
+                            self.process_names[str(pid)] = str(args.get("name", ""))
+            else:   # B / E duration events: paired into complete events in finish()
+                self._begin_end.append(e)
+        if xs:
+            self._add_complete(xs)
+
+    def _add_complete(self, xs: list) -> None:
+        # one pass over the dicts, then columns by transposition (C speed)
+        try:   # every key present (Kineto, trace_view): a C-level getter
+            name, cat, pid, tid, ts_raw, dur = zip(*map(_GET6, xs))
+        except KeyError:
+            name, cat, pid, tid, ts_raw, dur = zip(*[
+                (e.get("name"), e.get("cat"), e.get("pid"), e.get("tid"), e.get("ts"), e.get("dur")) for e in xs])
+        args = [e.get("args") for e in xs]
         if self.t0_us is None:
             self.t0_us = self._base(ts_raw)
-        ts = self._rel(ts_raw)
-        dur = _floats([e.get("dur") for e in xs])
-        args = [e.get("args") for e in xs]
-        corr = [(a.get("correlation", -1) if type(a) is dict else -1) for a in args]
-        task = [(a.get("Task Type") if type(a) is dict else None) for a in args]
         c = self._cols
-        c["name"].append(np.array(self.names.ids_of([e.get("name") for e in xs]), dtype=np.int32))
-        c["cat"].append(np.array(self.cats.ids_of([e.get("cat") for e in xs]), dtype=np.int32))
-        c["pid"].append(np.array(self.pids.ids_of([e.get("pid") for e in xs]), dtype=np.int32))
-        c["tid"].append(np.array(self.tids.ids_of([e.get("tid") for e in xs]), dtype=np.int32))
-        c["ts"].append(ts)
-        c["dur"].append(dur)
-        c["corr"].append(np.array([x if type(x) is int else -1 for x in corr], dtype=np.int64))
-        c["task"].append(np.array(self.tasks.ids_of(task), dtype=np.int32))
+        c["name"].append(self.names.ids_of(name))
+        c["cat"].append(self.cats.ids_of(cat))
+        c["pid"].append(self.pids.ids_of(pid))
+        c["tid"].append(self.tids.ids_of(tid))
+        c["ts"].append(self._rel(ts_raw))
+        c["dur"].append(_floats(dur))
+        corr, task = zip(*[((a.get("correlation", -1), a.get("Task Type")) if type(a) is dict else (-1, None))
+                           for a in args])
+        try:
+            corr_a = np.array(corr, dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            corr_a = np.array([x if type(x) is int and -2**63 <= x < 2**63 else -1 for x in corr], dtype=np.int64)
+        c["corr"].append(corr_a)
+        c["task"].append(self.tasks.ids_of(task))
 
     @staticmethod
-    def _base(ts_raw: list) -> int:
+    def _base(ts_raw) -> int:
         for v in ts_raw:
             if isinstance(v, str):
-                try:
-                    return int(v.split(".", 1)[0])
-                except ValueError:
-                    continue
-            elif isinstance(v, (int, float)):
+                t = _parse_str_ts(v)
+                if t is not None:
+                    return t[0]
+            elif isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v):
                 return int(v)
         return 0
 
-    def _rel(self, ts_raw: list) -> np.ndarray:
+    def _rel(self, ts_raw) -> np.ndarray:
         base = self.t0_us or 0
-        if any(isinstance(v, str) for v in ts_raw):
-            out = np.empty(len(ts_raw))
-            for i, v in enumerate(ts_raw):
-                if isinstance(v, str):
-                    whole, _, frac = v.strip().partition(".")
-                    try:
-                        out[i] = (int(whole) - base) + (float("0." + frac) if frac else 0.0)
-                    except ValueError:
-                        out[i] = np.nan
-                else:
-                    out[i] = _num(v) - base
-            return out
-        return _floats(ts_raw) - base
+        try:
+            arr = np.array(ts_raw)
+        except (TypeError, ValueError):
+            arr = np.array(ts_raw, dtype=object)
+        if arr.dtype.kind in "iuf" and arr.ndim == 1:
+            return arr.astype(np.float64) - base
+        # strings (Ascend: "1704161511420306.491", kept exact relative to the base), None, junk
+        out = np.empty(len(ts_raw))
+        for i, v in enumerate(ts_raw):
+            if isinstance(v, str):
+                t = _parse_str_ts(v)
+                out[i] = np.nan if t is None else (t[0] - base) + t[1]
+            else:
+                out[i] = _num(v) - base
+        return out
 
     # -- finished columns -------------------------------------------------------------------
+    def _pair_begin_end(self) -> int:
+        """B/E duration events -> complete events (per pid/tid, a stack in time order, as the
+        Chrome trace viewer does); returns how many could not be paired."""
+        evs, self._begin_end = self._begin_end, []
+        if not evs:
+            return 0
+        def t(e):
+            v = e.get("ts")
+            if isinstance(v, str):
+                p = _parse_str_ts(v)
+                return None if p is None else p
+            x = _num(v)
+            return None if not np.isfinite(x) else (int(np.floor(x)), x - np.floor(x))
+        threads: dict = {}
+        bad = 0
+        for k, e in enumerate(evs):
+            tt = t(e)
+            if tt is None:
+                bad += 1
+                continue
+            key = (str(e.get("pid")), str(e.get("tid")))
+            threads.setdefault(key, []).append((tt, k, e))
+        xs = []
+        for items in threads.values():
+            items.sort(key=lambda x: (x[0], x[1]))
+            stack: list = []
+            for tt, _, e in items:
+                if e.get("ph") == "B":
+                    stack.append((tt, e))
+                elif stack:
+                    (tb, b) = stack.pop()
+                    args = b.get("args") if isinstance(b.get("args"), dict) else {}
+                    if isinstance(e.get("args"), dict) and e["args"]:
+                        args = {**args, **e["args"]}
+                    xs.append({"ph": "X", "name": b.get("name") if b.get("name") is not None else e.get("name"),
+                               "cat": b.get("cat") if b.get("cat") is not None else e.get("cat"),
+                               "pid": b.get("pid"), "tid": b.get("tid"), "ts": b.get("ts"),
+                               "dur": (tt[0] - tb[0]) + (tt[1] - tb[1]), "args": args})
+                else:
+                    bad += 1    # an end without a begin
+            bad += len(stack)   # begins never ended
+        if xs:
+            self._add_complete(xs)
+        return bad
+
     def finish(self) -> "Events":
+        unpaired = self._pair_begin_end()
         c = self._cols
         def cat(k, dt):
             return np.concatenate(c[k]) if c[k] else np.empty(0, dtype=dt)
@@ -138,7 +252,7 @@ class EventTable:
         self._cols = {k: [] for k in c}
         # drop events without a usable time (reported as a count, not silently)
         ok = np.isfinite(ev.ts) & np.isfinite(ev.dur) & (ev.dur >= 0)
-        ev.n_bad = int(len(ok) - ok.sum())
+        ev.n_bad = int(len(ok) - ok.sum()) + unpaired
         if ev.n_bad:
             ev.select(ok)
         return ev

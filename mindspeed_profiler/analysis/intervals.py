@@ -26,6 +26,23 @@ def union_length(starts: np.ndarray, ends: np.ndarray) -> float:
     return float(np.sum(e - s)) if len(s) else 0.0
 
 
+def multi_covered_length(sets: list[tuple[np.ndarray, np.ndarray]], k: int = 2) -> float:
+    """Time covered by at least `k` of the interval sets (each set already disjoint, e.g. merged)."""
+    if len(sets) < k:
+        return 0.0
+    s = np.concatenate([a for a, _ in sets]) if sets else np.empty(0)
+    e = np.concatenate([b for _, b in sets]) if sets else np.empty(0)
+    if len(s) == 0:
+        return 0.0
+    t = np.r_[s, e]
+    d = np.r_[np.ones(len(s)), -np.ones(len(e))]
+    order = np.lexsort((d, t))          # at equal times, ends (-1) before starts: touching is not overlap
+    t, d = t[order], d[order]
+    depth = np.cumsum(d)
+    seg = np.diff(t)
+    return float(np.sum(seg[depth[:-1] >= k]))
+
+
 def clip(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
     """Intervals cut to [lo, hi]; the empty ones dropped."""
     s = np.maximum(starts, lo)
@@ -47,7 +64,9 @@ def parents(group: np.ndarray, starts: np.ndarray, durs: np.ndarray) -> np.ndarr
     # put groups side by side on one time axis so one sort handles them all
     t0 = float(np.min(starts))
     span = float(np.max(starts + durs) - t0) + 1.0
-    s = (starts - t0) + group.astype(np.float64) * span * 2
+    # dense group numbers (0..G-1), so that the offsets stay small and float64 keeps sub-ns digits
+    _, dense = np.unique(group, return_inverse=True)
+    s = (starts - t0) + dense.reshape(-1).astype(np.float64) * span * 2
     # zero-length events get 0.1 ns so that they are "open" at their own start (below Kineto's 1 ns)
     e = s + np.maximum(durs, 1e-4)
     order = np.lexsort((-durs, s))  # by start, longest first on ties so parents come first

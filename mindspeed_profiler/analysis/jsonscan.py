@@ -44,13 +44,50 @@ def read_bytes(path: Path) -> bytes:
         return f.read()
 
 
+def _lenient(data: bytes, exc: Exception):
+    """What orjson refuses but real writers produce: NaN / Infinity (Python's json.dump writes
+    them) and invalid UTF-8 in a name. Tried only after orjson failed; re-raises otherwise."""
+    msg = str(exc)
+    if "UTF-8" in msg or "utf-8" in msg:
+        try:
+            return orjson.loads(data.decode("utf-8", "replace"))
+        except orjson.JSONDecodeError as exc2:
+            exc = exc2
+    if b"NaN" in data or b"Infinity" in data:
+        import json
+        try:
+            return json.loads(data.decode("utf-8", "replace"))
+        except ValueError:
+            pass
+    raise exc
+
+
 def loads(data: bytes, path: Path):
     if not data.strip():
         raise TraceFormatError("empty file")
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise TraceFormatError(f"invalid or truncated JSON: {exc}") from None
+        try:
+            return _lenient(data, exc)
+        except ValueError as exc2:
+            raise TraceFormatError(f"invalid or truncated JSON: {exc2}") from None
+
+
+def expanded_size(path: Path) -> int:
+    """Bytes the trace holds once decompressed: gzip's ISIZE trailer (size mod 4 GiB) for .gz, so
+    that a 60 MB .gz holding 1 GB of JSON is streamed too; the file size otherwise."""
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as f:
+            if f.read(2) != b"\x1f\x8b" or size < 18:
+                return size
+            f.seek(-4, 2)
+            isize = int.from_bytes(f.read(4), "little")
+    except OSError:
+        return size
+    # ISIZE wraps above 4 GiB: a value below the compressed size means "very large"
+    return isize if isize >= size else max(size * 20, 1 << 32)
 
 
 def load_trace(path: Path, on_batch: Callable[[list], None], stream: bool | None = None) -> dict:
@@ -60,7 +97,7 @@ def load_trace(path: Path, on_batch: Callable[[list], None], stream: bool | None
     """
     path = Path(path)
     if stream is None:
-        stream = path.stat().st_size > STREAM_THRESHOLD
+        stream = expanded_size(path) > STREAM_THRESHOLD
     if not stream:
         try:
             obj = loads(read_bytes(path), path)
@@ -145,22 +182,29 @@ def _stream(path: Path, on_batch: Callable[[list], None]) -> dict:
             chunk = b""
         if state == "events":
             buf = carry + chunk
-            ends, close = _event_ends(buf)
-            if close >= 0:
-                ends = ends[ends <= close]
-            if len(ends):
-                cut = int(ends[-1])
-                _parse_batch(buf[:cut], on_batch)
-                buf = buf[cut:]
-                close = close - cut if close >= 0 else -1
-            if close >= 0:
-                tail = buf[close:]
-                carry = b""
-                state = "tail"
-            else:
-                carry = buf
+            cut = _fast_cut(buf)
+            if cut > 0:
+                # common case: parse up to the last "}, {" near the end; a valid array means the
+                # cut is a top-level event boundary (a cut inside a string or a nested value
+                # cannot balance), so no full bracket scan is needed
+                try:
+                    batch = orjson.loads(b"[" + buf[:cut].lstrip().lstrip(b",") + b"]")
+                except orjson.JSONDecodeError:
+                    batch = None
+                if batch is not None:
+                    on_batch(batch)
+                    del batch
+                    carry = buf[cut:]
+                    continue
+            carry, tail_found = _scan_events(buf, on_batch)
+            if tail_found is not None:
+                tail, carry, state = tail_found, b"", "tail"
             continue
         tail += chunk
+    if state == "events" and carry:
+        carry, tail_found = _scan_events(carry, on_batch)
+        if tail_found is not None:
+            tail, state = tail_found, "tail"
     if not saw_any:
         raise TraceFormatError("empty file")
     if state != "tail":
@@ -176,11 +220,44 @@ def _stream(path: Path, on_batch: Callable[[list], None]) -> dict:
     return rest
 
 
+_SEP = re.compile(rb"\}\s*,\s*\{")
+_FAST_WINDOW = 1 << 20
+
+
+def _fast_cut(buf: bytes) -> int:
+    """Offset just past the last '}' that is followed by ', {' in the last MB of buf (-1: none)."""
+    lo = max(0, len(buf) - _FAST_WINDOW)
+    last = None
+    for m in _SEP.finditer(buf, lo):
+        last = m
+    return last.start() + 1 if last is not None else -1
+
+
+def _scan_events(buf: bytes, on_batch: Callable[[list], None]) -> tuple[bytes, bytes | None]:
+    """Full bracket scan of buf: parse its complete events; (carry, tail after the array or None)."""
+    ends, close = _event_ends(buf)
+    if close >= 0:
+        ends = ends[ends <= close]
+    if len(ends):
+        cut = int(ends[-1])
+        _parse_batch(buf[:cut], on_batch)
+        buf = buf[cut:]
+        close = close - cut if close >= 0 else -1
+    if close >= 0:
+        return b"", buf[close:]
+    return buf, None
+
+
 def _parse_batch(buf: bytes, on_batch: Callable[[list], None]) -> None:
     body = buf.strip().lstrip(b",").strip()
     if not body:
         return
+    data = b"[" + body + b"]"
     try:
-        on_batch(orjson.loads(b"[" + body + b"]"))
+        batch = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise TraceFormatError(f"invalid JSON in the event array: {exc}") from None
+        try:
+            batch = _lenient(data, exc)
+        except ValueError as exc2:
+            raise TraceFormatError(f"invalid JSON in the event array: {exc2}") from None
+    on_batch(batch)

@@ -26,6 +26,20 @@ COMM_RE = re.compile(
     r"alltoall|all_to_all|sendrecv|send_recv|broadcast|c10d|gloo:", re.I)
 MEMCPY_RE = re.compile(r"memcpy|memset|MEMCPY|MEMSET", re.I)
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+# the same as COMM_RE / MEMCPY_RE as plain substrings of the lower-cased name (much faster than
+# a case-insensitive alternation on long C++ kernel names)
+COMM_KEYS = ("nccl", "hccl", "hcom", "allreduce", "all_reduce", "allgather", "all_gather", "reducescatter",
+             "reduce_scatter", "alltoall", "all_to_all", "sendrecv", "send_recv", "broadcast", "c10d", "gloo:")
+
+
+def is_comm_name(n) -> bool:
+    low = str(n).lower()
+    return any(k in low for k in COMM_KEYS)
+
+
+def is_memcpy_name(n) -> bool:
+    low = str(n).lower()
+    return "memcpy" in low or "memset" in low
 
 HOST_OP_CATS = {"cpu_op", "operator"}
 ANNOTATION_CATS = {"user_annotation", "gpu_user_annotation", "mstx", "MsTx", "mstx_range"}
@@ -52,9 +66,9 @@ def classify(ev: Events) -> dict[str, np.ndarray]:
     device = (cat(DEVICE_CATS) | dev_proc) & ~skip
     memcpy_cat = cat({"gpu_memcpy", "gpu_memset"})
     memcpy_task = ev.lookup(ev.tasks, lambda t: isinstance(t, str) and "MEMCPY" in t.upper())[ev.task] if len(ev) else memcpy_cat
-    memcpy_name = ev.lookup(ev.names, lambda n: bool(MEMCPY_RE.search(str(n))))[ev.name] if len(ev) else memcpy_cat
+    memcpy_name = ev.lookup(ev.names, is_memcpy_name)[ev.name] if len(ev) else memcpy_cat
     memcpy = device & (memcpy_cat | memcpy_task | (dev_proc & memcpy_name))
-    comm_name = ev.lookup(ev.names, lambda n: bool(COMM_RE.search(str(n))))[ev.name] if len(ev) else memcpy_cat
+    comm_name = ev.lookup(ev.names, is_comm_name)[ev.name] if len(ev) else memcpy_cat
     comm = device & ~memcpy & (comm_proc | comm_name)
     annotation = (cat(ANNOTATION_CATS) | ev.lookup(ev.names, _is_mstx)[ev.name]) & ~device & ~skip if len(ev) else memcpy_cat
     runtime = (cat(RUNTIME_CATS) | ev.lookup(ev.names, lambda n: str(n).startswith("AscendCL@"))[ev.name]) & ~device & ~skip if len(ev) else memcpy_cat

@@ -131,8 +131,8 @@ def render(summary: dict) -> str:
     caps = summary.get("captures", [])
     cnt = summary.get("counts", {})
     body = [f"<h1>mindspeed-profiler analysis</h1><p>{e(summary.get('root'))} &middot; {e(summary.get('created'))} "
-            f"&middot; captures: {cnt.get('found', 0)} found, {cnt.get('ok', 0)} ok, "
-            f"<span class=\"bad\">{cnt.get('failed', 0)} failed</span>, {cnt.get('unparsed', 0)} not parsed</p>"]
+            f"&middot; captures: {e(cnt.get('found', 0))} found, {e(cnt.get('ok', 0))} ok, "
+            f"<span class=\"bad\">{e(cnt.get('failed', 0))} failed</span>, {e(cnt.get('unparsed', 0))} not parsed</p>"]
     bad = [c for c in caps if c["status"] != "ok"]
     if bad:
         body.append("<h2>Problems</h2>" + table(["path", "kind", "status", "reason"],
@@ -155,6 +155,12 @@ def render(summary: dict) -> str:
     devs = [(_label(c) + f" [{c['path'][-30:]}]", c["device"]) for c in caps if c["status"] == "ok" and c.get("device")]
     if devs:
         body.append("<h2>Per-rank device time</h2>" + stacked_bars(devs, PARTS))
+    else:   # no device activity (CPU runs): the host time per step of each rank's capture
+        walls = [(f"{r['stage']} · {r.get('role') or ''} rank {r['rank']}", {"value_us": r["value_us"]})
+                 for r in summary.get("stage_rank", []) if r["source"] == "capture"]
+        if walls:
+            body.append("<h2>Per-rank time per step (no device activity: host wall per step)</h2>" + stacked_bars(
+                sorted(walls, key=lambda x: x[0]), [("value_us", "wall per step", "#4e79a7")]))
     clusters = [c for c in caps if c["kind"] == "cluster" and c["status"] == "ok"]
     for c in clusters:
         body.append(f"<h2>Cluster step trace: {e(c['path'])}</h2>" + stacked_bars(
@@ -163,7 +169,7 @@ def render(summary: dict) -> str:
              ("free_us", "free", "#d3d3d3")]))
     if summary.get("slow_ranks"):
         sr = summary["slow_ranks"]
-        body.append(f"<h2>Slow ranks (ratio to the median, flagged above {summary.get('options', {}).get('threshold')})</h2>" +
+        body.append(f"<h2>Slow ranks (ratio to the median, flagged above {e((summary.get('options') or {}).get('threshold'))})</h2>" +
                     table(["source", "stage", "metric", "rank", "value ms", "median ms", "ratio"],
                           [[r["source"], r["stage"], r["metric"], r["rank"], ms(r["value_us"]), ms(r["median_us"]),
                             f"{r['ratio']:.3f}"] for r in sr], {0, 1, 2}, [r["flagged"] for r in sr]))

@@ -62,9 +62,11 @@ def _spans(trace: dict) -> tuple[list[dict], list[dict]]:
             ts, dur = float(e["ts"]), float(e.get("dur", 0.0))
         except (KeyError, TypeError, ValueError):
             continue
+        if not (np.isfinite(ts) and np.isfinite(dur)) or dur < 0:
+            continue
         a = e.get("args") if isinstance(e.get("args"), dict) else {}
         it = a.get("iteration")
-        it = int(it) if isinstance(it, (int, float)) else None
+        it = int(it) if isinstance(it, (int, float)) and not isinstance(it, bool) and np.isfinite(it) else None
         if cat == "stage":
             stages.append({"stage": str(a.get("stage") or e.get("name")), "worker": _worker(e, pname),
                            "role": a.get("role"), "rank": a.get("rank"), "iteration": it,
@@ -125,6 +127,7 @@ def analyse_timeline(trace: dict) -> dict:
     t0 = min([s["ts"] for s in stages] + [s["ts"] for s in iters])
     windows = _iteration_windows(stages, iters)
     per_iter = []
+    all_workers = sorted({s["worker"] for s in stages})
     for w in windows:
         lo, hi = w["start"], w["end"]
         inside = [s for s in stages if s["ts"] < hi and s["ts"] + s["dur"] > lo
@@ -134,16 +137,18 @@ def analyse_timeline(trace: dict) -> dict:
         st, en = np.maximum(st, lo), np.minimum(en, hi)
         by_stage: dict[str, dict] = {}
         for name in sorted({s["stage"] for s in inside}):
-            m = np.array([s["stage"] == name for s in inside])
+            m = np.array([s["stage"] == name for s in inside], dtype=bool)
             by_stage[name] = {"total_us": float(np.sum(en[m] - st[m])), "wall_us": intervals.union_length(st[m], en[m]),
                               "count": int(m.sum()),
                               "first_start_us": float(st[m].min() - lo), "last_end_us": float(en[m].max() - lo)}
         covered = intervals.union_length(st, en)
-        # time where two or more stages run at once: sum of per-stage walls minus their union
-        overlap = sum(v["wall_us"] for v in by_stage.values()) - covered
+        # time where two or more different stages run at once
+        overlap = intervals.multi_covered_length(
+            [intervals.merge(st[m], en[m]) for m in (np.array([s["stage"] == name for s in inside], dtype=bool)
+                                                     for name in by_stage)], 2)
         idle = {}
-        for wk in sorted({s["worker"] for s in inside}):
-            m = np.array([s["worker"] == wk for s in inside])
+        for wk in all_workers:   # a worker with no stage span in the iteration is idle all of it
+            m = np.array([s["worker"] == wk for s in inside], dtype=bool)
             idle[wk] = (hi - lo) - intervals.union_length(st[m], en[m])
         per_iter.append({"iteration": w["iteration"], "start_us": lo - t0, "dur_us": hi - lo,
                          "stages": by_stage, "stage_covered_us": covered, "overlap_us": overlap,

@@ -69,9 +69,11 @@ def run(args: argparse.Namespace) -> int:
             t.add_column(h, overflow="fold" if not h else "ellipsis")
         for r in rows:
             key = r["key"] if len(r["key"]) <= 100 else r["key"][:99] + "…"
-            t.add_row(escape(key), f(r["a_us"]), f(r["b_us"]), f(r["delta_us"]),
+            t.add_row(escape(key), f(r["a_us"]) or ("below top-N" if r["delta_us"] is None else ""),
+                      f(r["b_us"]) or ("below top-N" if r["delta_us"] is None else ""),
+                      "?" if r["delta_us"] is None else f(r["delta_us"]),
                       "" if r["ratio"] is None else f"{r['ratio']:.3f}",
-                      style="red" if r["delta_us"] > 0 and r["ratio"] and r["ratio"] > 1.05 else None)
+                      style="red" if (r["delta_us"] or 0) > 0 and r["ratio"] and r["ratio"] > 1.05 else None)
         con.print(t)
     return 0
 
