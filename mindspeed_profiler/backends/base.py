@@ -12,24 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mindspeed_profiler.schedule import Window
 
-@dataclass(frozen=True)
-class CaptureSpec:
+
+@dataclass(frozen=True, kw_only=True)
+class CaptureSpec(Window):
+    """One capture's window (first / last recorded iteration, warmup, begin, active) plus naming."""
+
     save_dir: str  # <profile_save_path>/<stage or "all">
     worker_name: str  # <role>_rank<R>_step<A>-<B>[_c<K>]_<host>
     trace_basename: str  # <role>_rank<R>
-    first: int  # first recorded iteration (1-based)
-    last: int  # last recorded iteration (inclusive)
-    warmup: int  # iterations before `first` run under the profiler without recording
     cfg: Any  # the IntegratedConfig
-
-    @property
-    def begin(self) -> int:
-        return self.first - self.warmup
-
-    @property
-    def active(self) -> int:
-        return self.last - self.first + 1
 
 
 class CaptureHandle(ABC):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec
-from mindspeed_profiler.schedule import Window, schedule_args
+from mindspeed_profiler.schedule import schedule_args
 
 _LEVELS = {"level_none": "Level_none", "level0": "Level0", "level1": "Level1", "level2": "Level2"}
 _EXPORT = {"text": "Text", "db": "Db"}
@@ -89,10 +89,9 @@ class NpuCapture(CaptureHandle):
             if key in e:
                 exp_kwargs[key] = e[key]
         Path(self.spec.save_dir).mkdir(parents=True, exist_ok=True)
-        window = Window(self.spec.first, self.spec.last, warmup=self.spec.warmup)
         self._prof = P.profile(
             activities=[getattr(P.ProfilerActivity, a) for a in self.opts["activities"]],
-            schedule=P.schedule(**schedule_args(window)),
+            schedule=P.schedule(**schedule_args(self.spec)),  # a CaptureSpec is a Window
             on_trace_ready=P.tensorboard_trace_handler(
                 self.spec.save_dir, worker_name=self.spec.worker_name, analyse_flag=self.opts["analyse_flag"]
             ),
