@@ -12,6 +12,7 @@ from operator import itemgetter
 import numpy as np
 
 
+_MBE = ("M", "B", "E")
 _GET6 = itemgetter("name", "cat", "pid", "tid", "ts", "dur")
 
 
@@ -110,15 +111,8 @@ class EventTable:
     # -- building ---------------------------------------------------------------------------
     def add_batch(self, batch: list) -> None:
         self.n_raw += len(batch)
-        xs = []
-        other = []
-        for e in batch:
-            if type(e) is dict:
-                ph = e.get("ph")
-                if ph == "X":
-                    xs.append(e)
-                elif ph == "M" or ph == "B" or ph == "E":
-                    other.append(e)
+        xs = [e for e in batch if type(e) is dict and e.get("ph") == "X"]
+        other = [e for e in batch if type(e) is dict and e.get("ph") in _MBE] if len(xs) < len(batch) else ()
         for e in other:
             ph = e.get("ph")
             if ph == "M":

@@ -33,8 +33,7 @@ COMM_KEYS = ("nccl", "hccl", "hcom", "allreduce", "all_reduce", "allgather", "al
 
 
 def is_comm_name(n) -> bool:
-    low = str(n).lower()
-    return any(k in low for k in COMM_KEYS)
+    return any(map(str(n).lower().__contains__, COMM_KEYS))
 
 
 def is_memcpy_name(n) -> bool:
