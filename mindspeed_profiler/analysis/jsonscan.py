@@ -1,9 +1,11 @@
-"""Load trace JSON (plain or gzip) fast, or stream the event array in bounded memory.
+"""Load trace JSON (plain or gzip) fast, streaming the event array in small batches.
 
-Small files: one `orjson.loads`. Large files: the bytes are read in chunks and split at event
-boundaries with a vectorised scan (quote / brace depth via numpy cumsum), and each batch of whole
-events is parsed with orjson, so memory stays at a few chunks whatever the file size. The rest of
-the top-level object (distributedInfo, deviceProperties, ...) is kept and parsed at the end.
+Files under STREAM_THRESHOLD: one `orjson.loads`. Larger ones: the bytes are read in CHUNK pieces,
+each cut at the last "}, {" near its end and parsed with orjson (a valid parse proves the cut is a
+top-level event boundary); when that fails, a vectorised bracket / quote scan finds the boundaries.
+Memory stays at a few chunks whatever the file size, and the batches are small enough that the
+caller builds its columns while the parsed dicts are still in the CPU cache. The rest of the
+top-level object (distributedInfo, deviceProperties, ...) is kept and parsed at the end.
 """
 from __future__ import annotations
 
