@@ -41,13 +41,22 @@ def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         print(f"analyse: --top must be >= 1, got {args.top}", file=sys.stderr)
         return 2
+    if not args.threshold > 0:   # also rejects nan
+        print(f"analyse: --threshold must be > 0, got {args.threshold}", file=sys.stderr)
+        return 2
     try:
         summary, code = analyse_directory(args.directory, jobs=args.jobs, export_type=args.export_type,
                                           top_n=args.top, html=not args.no_html, threshold=args.threshold,
                                           out_dir=args.output)
     except FileNotFoundError as exc:
-        print(str(exc), file=sys.stderr)
-        return EXIT_NOTHING_FOUND
+        if not os.path.exists(args.directory):
+            print(str(exc), file=sys.stderr)
+            return EXIT_NOTHING_FOUND
+        print(f"analyse: cannot write the outputs: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:   # an output directory we cannot create or write
+        print(f"analyse: cannot write the outputs: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
     if code == EXIT_NOTHING_FOUND:
         print(f"analyse: nothing to analyse under {args.directory} (no *_pt / *_ascend_pt captures, Kineto JSON, "
               "timeline or cluster_step_trace_time.csv)", file=sys.stderr)

@@ -297,3 +297,21 @@ def test_kernel_details_blank_duration_is_not_nan(tmp_path):
     c = _one(tmp_path)
     assert c["status"] == "ok" and c["device"]["busy_us"] == 15.0 and c["device"]["window_us"] == 25.0
     assert c["n_bad_kernels"] == 1
+
+
+def test_cli_bad_threshold_and_unwritable_output(tmp_path):
+    src = DATA / "kineto" / "gpu_rank0.json.gz"
+    if not src.exists():
+        pytest.skip("sample data missing")
+    (tmp_path / "weird.json").mkdir()            # a directory named *.json is walked, not read
+    (tmp_path / "weird.json" / "r0.json.gz").write_bytes(src.read_bytes())
+    run = lambda *a: subprocess.run([sys.executable, "-m", "mindspeed_profiler.analyse", str(tmp_path), "-q", *a],
+                                    capture_output=True, text=True, timeout=120)
+    p = run("--threshold", "0")
+    assert p.returncode == 2 and "--threshold" in p.stderr
+    p = run("-o", "/dev/null/out")               # cannot be created: a message, not a traceback
+    assert p.returncode == 2 and "cannot write the outputs" in p.stderr and "Traceback" not in p.stderr
+    p = run()
+    assert p.returncode == 0, p.stderr
+    caps = json.loads((tmp_path / "analysis" / "summary.json").read_text())["captures"]
+    assert [(c["path"], c["status"]) for c in caps] == [("weird.json/r0.json.gz", "ok")]
