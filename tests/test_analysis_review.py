@@ -315,3 +315,17 @@ def test_cli_bad_threshold_and_unwritable_output(tmp_path):
     assert p.returncode == 0, p.stderr
     caps = json.loads((tmp_path / "analysis" / "summary.json").read_text())["captures"]
     assert [(c["path"], c["status"]) for c in caps] == [("weird.json/r0.json.gz", "ok")]
+
+
+def test_timeline_index_keeps_spans_without_iteration_number():
+    # spans are found per iteration through an index (a scan per iteration was quadratic in long
+    # runs); a span without args.iteration that starts long before a window still counts in it:
+    # "sync" runs [50, 350] and covers iteration 2 = [100, 200] and 3 = [200, 300] (clipped: 100 each)
+    spans = [("w1", "a", 1, 0, 80), ("w1", "a", 2, 100, 30), ("w1", "a", 3, 200, 30)]
+    tr = _tl(spans, [(1, 0, 100), (2, 100, 100), (3, 200, 100)])
+    tr["traceEvents"].append({"ph": "X", "cat": "stage", "name": "sync", "pid": 1, "tid": 1, "ts": 50, "dur": 300,
+                              "args": {"role": "w2", "rank": 0, "stage": "sync"}})
+    its = analyse_timeline(tr)["iterations"]
+    assert [it["stages"]["sync"]["total_us"] for it in its] == [50.0, 100.0, 100.0]
+    assert [it["stages"]["a"]["total_us"] for it in its] == [80.0, 30.0, 30.0]
+    assert [it["overlap_us"] for it in its] == [30.0, 30.0, 30.0]   # a and sync together

@@ -12,6 +12,7 @@ time when no stage on the path was running (driver work, scheduling, waiting).
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from pathlib import Path
 
 import numpy as np
@@ -119,6 +120,8 @@ def critical_path(spans: list[dict], lo: float, hi: float) -> list[dict]:
 
 def analyse_timeline(trace: dict) -> dict:
     stages, iters = _spans(trace)
+    for i, s in enumerate(stages):   # original order, so that ties resolve as before
+        s["_i"] = i
     if not stages and not iters:
         # a valid timeline without RL markers (e.g. only user spans): nothing per stage to say
         return {"n_stage_spans": 0, "n_iterations": 0, "t0_us": None, "iterations": [], "stage_worker": [],
@@ -128,10 +131,22 @@ def analyse_timeline(trace: dict) -> dict:
     windows = _iteration_windows(stages, iters)
     per_iter = []
     all_workers = sorted({s["worker"] for s in stages})
+    # index the spans once (a scan of every span per iteration made long runs quadratic):
+    # by iteration number, and the ones without a number by start time
+    by_iter: dict = {}
+    loose = []
+    for s in stages:
+        if s["iteration"] is None:
+            loose.append(s)
+        else:
+            by_iter.setdefault(s["iteration"], []).append(s)
+    loose.sort(key=lambda s: s["ts"])
+    loose_ts = [s["ts"] for s in loose]
+    loose_maxdur = max((s["dur"] for s in loose), default=0.0)
     for w in windows:
         lo, hi = w["start"], w["end"]
-        inside = [s for s in stages if s["ts"] < hi and s["ts"] + s["dur"] > lo
-                  and (s["iteration"] in (None, w["iteration"]))]
+        cand = by_iter.get(w["iteration"], []) + loose[bisect_left(loose_ts, lo - loose_maxdur):bisect_left(loose_ts, hi)]
+        inside = sorted((s for s in cand if s["ts"] < hi and s["ts"] + s["dur"] > lo), key=lambda s: s["_i"])
         st = np.array([s["ts"] for s in inside]) if inside else np.empty(0)
         en = np.array([s["ts"] + s["dur"] for s in inside]) if inside else np.empty(0)
         st, en = np.maximum(st, lo), np.minimum(en, hi)
