@@ -329,3 +329,15 @@ def test_timeline_index_keeps_spans_without_iteration_number():
     assert [it["stages"]["sync"]["total_us"] for it in its] == [50.0, 100.0, 100.0]
     assert [it["stages"]["a"]["total_us"] for it in its] == [80.0, 30.0, 30.0]
     assert [it["overlap_us"] for it in its] == [30.0, 30.0, 30.0]   # a and sync together
+
+
+def test_report_lists_at_most_the_longest_iterations():
+    from mindspeed_profiler.analysis import report_html
+    # 400 iterations of 100 us, except iteration 7 (1000 us): the tables keep 300 rows and iteration 7
+    n = report_html.MAX_ITERATION_ROWS + 100
+    spans = [("w", "a", k, k * 1000, 1000 if k == 7 else 100) for k in range(1, n + 1)]
+    tl = analyse_timeline(_tl(spans, []))
+    page = report_html.render({"captures": [], "counts": {}, "timeline": tl, "options": {}})
+    body = page.split("Iterations: overlap, idle and critical path")[1].split("</table>")[0]
+    assert body.count("<tr") == report_html.MAX_ITERATION_ROWS + 1        # + the header row
+    assert ">7</td><td" in body and f"{n} iterations: the tables below show the" in page

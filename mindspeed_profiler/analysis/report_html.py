@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+MAX_ITERATION_ROWS = 300   # iterations listed in the report's tables (a week-long run has thousands)
 PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#bab0ac"]
 PARTS = [("compute_us", "compute", "#4e79a7"), ("communication_exposed_us", "communication (exposed)", "#e15759"),
@@ -140,8 +141,17 @@ def render(summary: dict) -> str:
     tl = summary.get("timeline")
     if tl:
         body.append("<h2>RL timeline: stages per worker</h2>" + gantt_svg(tl))
+        if tl.get("gantt_truncated"):
+            body.append(f"<p>The Gantt shows the first {len(tl.get('gantt') or [])} of {e(tl.get('n_stage_spans'))} "
+                        "stage spans.</p>")
+        its = tl["iterations"]
+        if len(its) > MAX_ITERATION_ROWS:   # a long run: the longest iterations, in order
+            keep = set(sorted(range(len(its)), key=lambda k: -its[k]["dur_us"])[:MAX_ITERATION_ROWS])
+            its = [it for k, it in enumerate(its) if k in keep]
+            body.append(f"<p>{len(tl['iterations'])} iterations: the tables below show the {MAX_ITERATION_ROWS} "
+                        "longest; all of them are in summary.json (and analysis.db with --export-type db).</p>")
         rows = []
-        for it in tl["iterations"]:
+        for it in its:
             for name, v in it["stages"].items():
                 rows.append([it["iteration"], name, ms(v["total_us"]), ms(v["wall_us"]), v["count"]])
         body.append("<h3>Time per stage per iteration (ms)</h3>" +
@@ -150,7 +160,7 @@ def render(summary: dict) -> str:
             ["iteration", "duration ms", "stage overlap ms", "no stage ms", "most idle worker", "critical path"],
             [[it["iteration"], ms(it["dur_us"]), ms(it["overlap_us"]), ms(it["no_stage_us"]),
               (lambda d: f"{max(d, key=d.get)} ({ms(max(d.values()))} ms)" if d else "")(it["idle_per_worker_us"]),
-              " → ".join(f"{p['stage']}@{p['worker']}" for p in it["critical_path"])] for it in tl["iterations"]],
+              " → ".join(f"{p['stage']}@{p['worker']}" for p in it["critical_path"])] for it in its],
             {4, 5}))
     devs = [(_label(c) + f" [{c['path'][-30:]}]", c["device"]) for c in caps if c["status"] == "ok" and c.get("device")]
     if devs:
