@@ -341,3 +341,27 @@ def test_report_lists_at_most_the_longest_iterations():
     body = page.split("Iterations: overlap, idle and critical path")[1].split("</table>")[0]
     assert body.count("<tr") == report_html.MAX_ITERATION_ROWS + 1        # + the header row
     assert ">7</td><td" in body and f"{n} iterations: the tables below show the" in page
+
+
+def test_every_summary_field_is_documented(tmp_path):
+    """summary.json vs docs/analysis.md: each key the analysis writes (top level, captures of every
+    kind on the real data, cluster rows, steps, kernels, the timeline) is named in the doc."""
+    import re
+    import shutil
+    if not DATA.is_dir():
+        pytest.skip("sample data missing")
+    shutil.copytree(DATA, tmp_path / "data")
+    _write(tmp_path / "data" / "timeline" / "timeline.json",
+           _tl([("w1", "a", 1, 0, 50), ("w2", "b", 1, 10, 50)], [(1, 0, 100)]))
+    summary, code = analyse_directory(tmp_path / "data", jobs=1, progress=False, html=False)
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "analysis.md").read_text()
+    named = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)", doc)) | set(re.findall(r"[{ ,]([a-z_]+)[,}]", doc))
+    keys = set(summary)
+    for c in summary["captures"]:
+        keys |= set(c)
+        for k in ("ranks", "stages", "steps", "top_kernels", "top_ops", "annotations"):
+            for row in c.get(k) or []:
+                keys |= set(row)
+    tl = summary["timeline"]
+    keys |= set(tl) | set(tl["iterations"][0]) | set(tl["stage_worker"][0]) | set(tl["gantt"][0])
+    assert keys - named == set()
