@@ -184,8 +184,6 @@ class _StageScope:
         self.prev = STATE.stage
         STATE.stage = name
         p._iter_busy = True
-        if STATE.tracer is not None:
-            self.span = p._tracer_enter(name, "stage", {"stage": name, "iteration": p._iteration})
         if p.enabled and p._running:
             if name not in p._known_stages and not _stages.is_stage(name):
                 p._warn_once(("stage", name), "stage %r is not registered (register_stage(%r) lets configs select it)", name, name)
@@ -194,18 +192,22 @@ class _StageScope:
             if p.plan.stage_call_recorded(name, it):
                 call = p._stage_calls[name] = p._stage_calls.get(name, 0) + 1
                 self.cap = p._open_capture(name, it, it, 0, 0, call)
-            if STATE.capture_active:
-                self.rng = _record_function(name)
+        # the stage's timeline span opens after the capture started and closes before it is
+        # exported, so the timeline shows the stage's own time and the profiler's cost beside it
+        if STATE.tracer is not None:
+            self.span = p._tracer_enter(name, "stage", {"stage": name, "iteration": p._iteration})
+        if p.enabled and p._running and STATE.capture_active:
+            self.rng = _record_function(name)
         return self
 
     def __exit__(self, *exc: Any) -> bool:
         if self.rng is not None:
             with contextlib.suppress(Exception):
                 self.rng.__exit__(None, None, None)
-        if self.cap is not None:
-            self.p._close(self.cap)
         if self.span is not None:
             self.p._tracer_exit(self.span)
+        if self.cap is not None:
+            self.p._close(self.cap)
         STATE.stage = self.prev
         return False
 
@@ -502,6 +504,9 @@ class IntegratedProfiler:
             return
         self._live.discard(cap)
         _LIVE_CAPTURES.discard(cap)
+        # the export can take seconds: show it on the timeline as the profiler's own span
+        span = self._tracer_enter("profiler_export", "profiler", {"stage": cap.meta.get("stage")}) \
+            if STATE.tracer is not None else None
         if not cap.failed:
             self._call(cap, "stop", cap.handle.stop)
         files: list[Path] = []
@@ -511,6 +516,8 @@ class IntegratedProfiler:
             except Exception as exc:
                 self._fail(cap, "export", exc)
         directory = self._finish(cap, files)
+        if span is not None:
+            self._tracer_exit(span)
         STATE.capture_active = bool(_LIVE_CAPTURES)
         if directory is not None and self.cfg.trace_size_budget_mb:
             self._bytes_written += layout.dir_size(directory)
