@@ -70,6 +70,22 @@ def test_per_iteration_breakdown():
     assert len(tl["gantt"]) == len(STAGES)
 
 
+def test_slow_ranks_use_the_median_span():
+    """A worker whose one call was slow (warm-up) is not flagged; one slow on most calls is."""
+    from mindspeed_profiler.analysis.crossrank import stage_rank_rows
+
+    spans = []
+    for it in range(1, 6):
+        for w, dur in (("actor:0", 5000 if it == 1 else 100), ("actor:1", 100), ("actor:2", 300)):
+            spans.append({"ph": "X", "cat": "stage", "name": "actor_update", "pid": int(w[-1]), "tid": 0,
+                          "ts": it * 10_000, "dur": dur, "args": {"role": "actor", "rank": int(w[-1]), "iteration": it}})
+    tl = analyse_timeline({"traceEvents": spans})
+    med = {r["worker"]: r["median_us"] for r in tl["stage_worker"]}
+    assert med == {"actor:0": 100, "actor:1": 100, "actor:2": 300}
+    rows = stage_rank_rows([{"kind": "timeline", "status": "ok", "path": "t", "timeline": tl}])
+    assert {r["rank"]: r["value_us"] for r in rows if r["metric"] == "median_span_us"} == med
+
+
 def test_iterations_derived_from_stage_args():
     tl = analyse_timeline(trace(with_iterations=False))
     assert [(i["iteration"], i["start_us"], i["dur_us"]) for i in tl["iterations"]] == [(1, 0, 980), (2, 1000, 750)]

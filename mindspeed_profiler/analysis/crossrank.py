@@ -30,7 +30,7 @@ def stage_rank_rows(captures: list[dict]) -> list[dict]:
         elif c["kind"] == "timeline":
             for r in c["timeline"]["stage_worker"]:
                 rows.append({"source": "timeline", "stage": r["stage"], "rank": r["worker"], "role": r["role"],
-                             "metric": "mean_span_us", "value_us": r["mean_us"], "n": r["count"], "path": c["path"]})
+                             "metric": "median_span_us", "value_us": r["median_us"], "n": r["count"], "path": c["path"]})
         elif c["kind"] == "cluster":
             for r in c["ranks"]:
                 rows.append({"source": "cluster", "stage": "step", "rank": r["rank"], "role": None,

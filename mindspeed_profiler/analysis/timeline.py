@@ -176,8 +176,11 @@ def analyse_timeline(trace: dict) -> dict:
                                                          "rank": s["rank"], "count": 0, "total_us": 0.0})
         r["count"] += 1
         r["total_us"] += s["dur"]
+        r.setdefault("_durs", []).append(s["dur"])
     for r in table.values():
         r["mean_us"] = r["total_us"] / r["count"]
+        # the median resists the one-off slow calls (first iteration's warm-up, a profiled call)
+        r["median_us"] = float(np.median(r.pop("_durs")))
     gantt = sorted(stages, key=lambda s: s["ts"])[:MAX_GANTT_SPANS]
     return {
         "n_stage_spans": len(stages), "n_iterations": len(windows), "t0_us": t0,
