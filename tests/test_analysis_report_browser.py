@@ -56,6 +56,12 @@ def test_report_renders_without_console_errors(tmp_path):
     dom = p.stdout
     assert '<body data-ready="1">' in dom            # the page script ran to its end
     assert dom.count('class="span"') == len(STAGES)  # Gantt: one rect per stage span
+    # the zoomed Gantt: the median iteration (2: 800 us) by default; #iter=1 redraws it in the browser
+    assert dom.count('class="zspan"') == sum(1 for _, _, it, _, _ in STAGES if it == 2)
+    p = chrome(tmp_path, "--dump-dom", html.as_uri() + "#iter=1")
+    assert console_errors(p.stderr) == [], console_errors(p.stderr)
+    assert '<span id="zoomcap">iteration 1 (1.000 ms)</span>' in p.stdout
+    assert p.stdout.count('class="zspan"') == sum(1 for _, _, it, _, _ in STAGES if it == 1)
     n_dev = sum(1 for c in summary["captures"] if c.get("device"))
     assert dom.count('class="bar"') >= n_dev         # per-rank device bars
     shot = tmp_path / "report.png"
