@@ -15,6 +15,17 @@ import tempfile
 import time
 
 
+def _time_spans(n: int) -> float:
+    """Seconds for n empty spans on the hot path (the tracer must already be initialised)."""
+    from mindspeed_profiler.tracing import trace_span
+
+    t0 = time.perf_counter()
+    for _ in range(n):
+        with trace_span("step", cat="user"):
+            pass
+    return time.perf_counter() - t0
+
+
 def bench_ours(n: int, d: str) -> dict:
     from mindspeed_profiler.tracing import init_tracer, shutdown_tracer, trace_span
 
@@ -22,11 +33,7 @@ def bench_ours(n: int, d: str) -> dict:
     for _ in range(1000):  # warm up
         with trace_span("warm"):
             pass
-    t0 = time.perf_counter()
-    for i in range(n):
-        with trace_span("step", cat="user"):
-            pass
-    elapsed = time.perf_counter() - t0
+    elapsed = _time_spans(n)
     t1 = time.perf_counter()
     shutdown_tracer()
     flush_s = time.perf_counter() - t1
@@ -37,15 +44,11 @@ def bench_ours(n: int, d: str) -> dict:
 
 def bench_split(n: int, d: str) -> dict:
     """The same spans with the flusher held off, then one flush: hot path vs encode+write cost."""
-    from mindspeed_profiler.tracing import init_tracer, shutdown_tracer, trace_span
+    from mindspeed_profiler.tracing import init_tracer, shutdown_tracer
 
     big = {"flush_every_events": 10**8, "flush_interval_s": 3600.0, "buffer_max_events": 10**8}
     rec = init_tracer({"integrated": {"profile_save_path": d}, "tracer": {"enable": True, **big}}, role="split", rank=0)
-    t0 = time.perf_counter()
-    for i in range(n):
-        with trace_span("step", cat="user"):
-            pass
-    hot = time.perf_counter() - t0
+    hot = _time_spans(n)
     t1 = time.perf_counter()
     rec.flush()
     flush = time.perf_counter() - t1
