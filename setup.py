@@ -15,7 +15,8 @@ setup(
     # data/ holds package data only (the torch_npu signature snapshot), listed so setuptools ships it quietly
     packages=find_packages(include=["mindspeed_profiler", "mindspeed_profiler.*"]) + ["mindspeed_profiler.data"],
     include_package_data=True,
-    package_data={"mindspeed_profiler": ["data/*.json"]},
+    package_data={"mindspeed_profiler": ["data/*.json", "analysis/report/templates/*.j2",
+                                         "analysis/report/templates/sections/*.j2"]},
     install_requires=[
         # A range, not a pin: the README's commands add constraints.txt so a fresh machine takes
         # the CPU build of 2.13.0 instead of a multi-GB CUDA build.
@@ -24,6 +25,7 @@ setup(
         "numpy>=1.24",
         "orjson>=3.9",
         "rich>=13.0",
+        "jinja2>=3.0",   # report.html templates (autoescaping); markupsafe comes with it
     ],
     extras_require={
         "test": [
@@ -33,6 +35,7 @@ setup(
             "omegaconf>=2.3",
             "ray[default]>=2.9",
             "megatron-core>=0.9",  # the example trainers and the Megatron layout tests run a real model
+            "pandas>=2.0",  # RunAnalysis(...).to_pandas(); optional for users
         ],
         "examples": [
             "ray[default]>=2.9",

@@ -74,7 +74,7 @@ def ours(path: Path):
 
 def ours_dir(d: Path):
     """The whole directory as the CLI does it (2 worker processes, summary.json, no HTML)."""
-    from mindspeed_profiler.analysis.driver import analyse_directory
+    from mindspeed_profiler.analysis.batch import analyse_directory
     summary, code = analyse_directory(d, jobs=2, html=False, progress=False)
     assert code == 0
     return summary

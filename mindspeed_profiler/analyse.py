@@ -1,82 +1,8 @@
-"""Analyse profiler output offline: captures, steps, device breakdown, slow ranks, RL timeline.
-
-    python -m mindspeed_profiler.analyse ./profiler_data [-j N] [--export-type text|db] [--top N] [--no-html]
-
-Finds, at any depth: torch captures (*_pt/ and Kineto *.json[.gz]), Ascend captures (*_ascend_pt/
-with ASCEND_PROFILER_OUTPUT text files or ascend_pytorch_profiler_*.db; raw ones are parsed with
-torch_npu when it works here), timelines (timeline.json[.gz] or *.seg.jsonl) and msprof-analyze's
-cluster_step_trace_time.csv. Writes DIR/analysis/summary.json, report.html (and analysis.db with
---export-type db). No device and no torch_npu are needed for parsed data.
-
-Exit codes: 0 every capture analysed; 1 some captures failed or could not be parsed (each is
-reported with its path and reason; the rest are analysed); 2 usage error; 3 nothing found.
-"""
-from __future__ import annotations
-
-import argparse
-import os
+"""`python -m mindspeed_profiler.analyse DIR` (and `python mindspeed_profiler/analyse.py DIR`):
+the `analyse` command (commands/analyse.py) under the name users know."""
 import sys
 
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("directory", help="profile_save_path (or any directory / trace file) to analyse")
-    parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
-                        help="worker processes (default: %(default)s = the number of cores)")
-    parser.add_argument("--export-type", choices=("text", "db"), default="text",
-                        help="text: summary.json + report.html; db: also analysis.db (SQLite), and db for raw Ascend parsing")
-    parser.add_argument("--top", type=int, default=20, help="how many ops / kernels to list (default: %(default)s)")
-    parser.add_argument("--no-html", action="store_true", help="do not write report.html")
-    parser.add_argument("--threshold", type=float, default=1.2,
-                        help="flag a rank slower than this ratio to the median (default: %(default)s)")
-    parser.add_argument("-o", "--output", default=None, help="output directory (default: DIR/analysis)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no tables on the terminal")
-
-
-def run(args: argparse.Namespace) -> int:
-    from mindspeed_profiler.analysis.driver import EXIT_NOTHING_FOUND, analyse_directory
-
-    if args.jobs < 1:
-        print(f"analyse: --jobs must be >= 1, got {args.jobs}", file=sys.stderr)
-        return 2
-    if args.top < 1:
-        print(f"analyse: --top must be >= 1, got {args.top}", file=sys.stderr)
-        return 2
-    if not args.threshold > 0:   # also rejects nan
-        print(f"analyse: --threshold must be > 0, got {args.threshold}", file=sys.stderr)
-        return 2
-    try:
-        summary, code = analyse_directory(args.directory, jobs=args.jobs, export_type=args.export_type,
-                                          top_n=args.top, html=not args.no_html, threshold=args.threshold,
-                                          out_dir=args.output)
-    except FileNotFoundError as exc:
-        if not os.path.exists(args.directory):
-            print(str(exc), file=sys.stderr)
-            return EXIT_NOTHING_FOUND
-        print(f"analyse: cannot write the outputs: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:   # an output directory we cannot create or write
-        print(f"analyse: cannot write the outputs: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
-    if code == EXIT_NOTHING_FOUND:
-        print(f"analyse: nothing to analyse under {args.directory} (no *_pt / *_ascend_pt captures, Kineto JSON, "
-              "timeline or cluster_step_trace_time.csv)", file=sys.stderr)
-        return code
-    if not args.quiet:
-        from mindspeed_profiler.analysis.console import print_summary
-        print_summary(summary, top_n=min(args.top, 20))
-    out = args.output or os.path.join(args.directory if os.path.isdir(args.directory) else os.path.dirname(args.directory) or ".", "analysis")
-    c = summary["counts"]
-    print(f"analysed {c['ok']}/{c['found']} captures ({c['failed']} failed, {c['unparsed']} not parsed) "
-          f"in {summary['elapsed_s']} s -> {out}", file=sys.stderr)
-    return code
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mindspeed_profiler.analyse", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
+from mindspeed_profiler.commands.analyse import add_arguments, main, run  # noqa: F401
 
 if __name__ == "__main__":
     sys.exit(main())

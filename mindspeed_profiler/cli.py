@@ -12,7 +12,7 @@ from typing import Sequence
 
 COMMANDS: dict[str, str] = {
     "check-config": "mindspeed_profiler.commands.check_config",
-    "analyse": "mindspeed_profiler.analyse",
+    "analyse": "mindspeed_profiler.commands.analyse",
     "report": "mindspeed_profiler.commands.report",
     "compare": "mindspeed_profiler.commands.compare",
     "merge": "mindspeed_profiler.commands.merge",

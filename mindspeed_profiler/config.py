@@ -4,6 +4,9 @@
 training YAML loads unchanged; our additions are optional and their defaults keep MindSpeed's
 behaviour. Everything is validated at load time (on the driver, before any worker starts) and
 every problem is reported together in one `ProfilerConfigError`.
+
+Each field is declared once, on its dataclass, with `setting(default, checker)`; the section
+schemas (`INTEGRATED_FIELDS`, ...) are derived from the dataclasses.
 """
 from __future__ import annotations
 
@@ -23,7 +26,6 @@ SECTIONS = ("integrated", "tracer", "system")
 
 PROFILE_LEVELS = ("level_none", "level0", "level1", "level2")
 EXPORT_TYPES = ("text", "db")
-BACKENDS = ("auto", "npu", "torch")
 SYSTEM_BACKENDS = ("nsight", "rocprof_sys")
 TRACER_SINKS = ("file", "collector")
 # torch_npu.profiler.AiCMetrics members, by their config spelling.
@@ -39,6 +41,19 @@ AIC_METRICS = (
     "AiCoreNone",
 )
 PARALLEL_DIMS = ("tp", "pp", "dp", "cp", "ep")
+DEFAULT_SAVE_PATH = "./profiler_data"
+
+# Nothing at run time reads the `system` section yet, so `system.enabled: true` is refused at load
+# rather than silently capturing nothing. The issue that builds process-level capture flips this.
+SYSTEM_CAPTURE_AVAILABLE = False
+
+
+def backend_choices() -> tuple[str, ...]:
+    """The allowed values of `integrated.backend`: `auto` and every registered capture backend,
+    asked at check time (a backend registered by the user counts)."""
+    from mindspeed_profiler.backends.registry import AUTO, backend_names  # lazy: backends import this module
+
+    return (AUTO,) + backend_names()
 
 
 class ProfilerConfigError(ValueError):
@@ -52,138 +67,6 @@ class ProfilerConfigError(ValueError):
         lines = [f"{len(self.problems)} problem(s) in {ROOT_KEY}:"] if len(self.problems) > 1 else []
         lines += [f"{path}: {msg}" for path, msg in self.problems]
         super().__init__("\n".join(lines))
-
-
-# --------------------------------------------------------------------------------------------
-# Typed, immutable config objects
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class IntegratedConfig:
-    """`profiler_config.integrated`: MindSpeed-RL's fields first, then our optional additions."""
-
-    # --- MindSpeed-RL fields (names, meanings and defaults verbatim) ---
-    profile: bool = False
-    mstx: bool = False
-    stage: str | tuple[str, ...] = "all"
-    profile_save_path: str = "./profiler_data"
-    profile_export_type: str = "text"
-    profile_step_start: int = 1
-    profile_step_end: int = 2
-    profile_level: str = "level0"
-    profile_with_memory: bool = False
-    profile_record_shapes: bool = False
-    profile_with_cpu: bool = True
-    profile_with_npu: bool = True
-    profile_with_module: bool = False
-    profile_analysis: bool = False
-    profile_ranks: str | int | tuple[int, ...] = "all"
-    # --- our additions (defaults keep MindSpeed behaviour) ---
-    backend: str = "auto"
-    profile_steps: tuple[int, ...] | None = None
-    warmup_steps: int = 0
-    trace_size_budget_mb: float | None = None
-    profile_with_stack: bool = False
-    profile_with_flops: bool = False
-    aic_metrics: str | None = None
-    l2_cache: bool = False
-    data_simplification: bool = True
-    mstx_domain_include: tuple[str, ...] = ()
-    mstx_domain_exclude: tuple[str, ...] = ()
-    profile_parallel_ranks: Mapping[str, tuple[int, ...]] | None = None
-
-    @property
-    def stages(self) -> tuple[str, ...] | None:
-        """The selected stage names, or None for `all`."""
-        if self.stage == _stages.ALL:
-            return None
-        return (self.stage,) if isinstance(self.stage, str) else tuple(self.stage)
-
-    @property
-    def steps(self) -> tuple[int, ...]:
-        """The 1-based iterations to capture: the explicit list, else [start, end)."""
-        if self.profile_steps is not None:
-            return self.profile_steps
-        return tuple(range(self.profile_step_start, self.profile_step_end))
-
-    def rank_selected(self, rank: int) -> bool:
-        if self.profile_ranks == "all":
-            return True
-        if isinstance(self.profile_ranks, int):
-            return rank == self.profile_ranks
-        return rank in self.profile_ranks
-
-    def stage_selected(self, stage: str) -> bool:
-        selected = self.stages
-        return selected is None or stage in selected
-
-
-@dataclass(frozen=True)
-class TracerConfig:
-    """`profiler_config.tracer`: the cross-worker timeline (RLinf's cluster.tracer, done better)."""
-
-    enable: bool = False
-    output_dir: str | None = None  # default: <profile_save_path>/timeline
-    flush_every_events: int = 4096
-    flush_interval_s: float = 2.0
-    buffer_max_events: int = 1_000_000
-    sink: str = "file"
-    clock_sync: bool = True
-    clock_sync_rounds: int = 8
-    gzip: bool = False
-
-
-@dataclass(frozen=True)
-class SystemConfig:
-    """`profiler_config.system`: process-level nsys / rocprof-sys capture (RLinf's cluster.profiling)."""
-
-    backend: str = "nsight"
-    enabled: bool = True
-    worker_groups: tuple[str, ...] | None = None
-    steps: tuple[int, ...] | None = None
-    output_dir: str | None = None  # default: <profile_save_path>/system
-    options: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    flags: tuple[str, ...] = ()
-    args: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-
-
-@dataclass(frozen=True)
-class ProfilerConfig:
-    """The whole validated `profiler_config` block."""
-
-    integrated: IntegratedConfig = field(default_factory=IntegratedConfig)
-    tracer: TracerConfig = field(default_factory=TracerConfig)
-    system: SystemConfig | None = None
-
-    @property
-    def timeline_dir(self) -> str:
-        return self.tracer.output_dir or os.path.join(self.integrated.profile_save_path, "timeline")
-
-    @property
-    def system_output_dir(self) -> str:
-        default = os.path.join(self.integrated.profile_save_path, "system")
-        return (self.system.output_dir if self.system else None) or default
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain, YAML-friendly dict (lists for tuples) of the normalized config."""
-        return {ROOT_KEY: {name: _plain(getattr(self, name)) for name in SECTIONS if getattr(self, name) is not None}}
-
-    def to_yaml(self) -> str:
-        import yaml
-
-        return yaml.safe_dump(self.to_dict(), sort_keys=False)
-
-
-def _plain(value: Any) -> Any:
-    if hasattr(value, "__dataclass_fields__"):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (tuple, list)):
-        return [_plain(v) for v in value]
-    return value
 
 
 # --------------------------------------------------------------------------------------------
@@ -234,10 +117,13 @@ def _number(minimum_exclusive: float | None = None, optional: bool = False) -> C
     return check
 
 
-def _choice(allowed: Sequence[str], optional: bool = False, case_insensitive: bool = True) -> Checker:
+def _choice(choices: Sequence[str] | Callable[[], Sequence[str]], optional: bool = False, case_insensitive: bool = True) -> Checker:
+    """`choices`: the allowed values, or a function returning them at check time (e.g. backend_choices)."""
+
     def check(value: Any, path: str, problems: Problems) -> Any:
         if value is None and optional:
             return None
+        allowed = choices() if callable(choices) else choices
         if isinstance(value, str):
             if value in allowed:
                 return value
@@ -377,77 +263,11 @@ def _parallel_ranks(value: Any, path: str, problems: Problems) -> Any:
 def _save_path(value: Any, path: str, problems: Problems) -> Any:
     if value is None or (isinstance(value, str) and not value.strip()):
         # MindSpeed-RL's own class default is "" (its docs say ./profiler_data): keep such YAMLs loading
-        return IntegratedConfig.profile_save_path
+        return DEFAULT_SAVE_PATH
     if not isinstance(value, (str, os.PathLike)):
         problems.append((path, f"got {_describe(value)}; expected a directory path"))
         return _BAD
     return os.fspath(value)
-
-
-# --------------------------------------------------------------------------------------------
-# Section schemas: field name -> checker. Defaults come from the dataclasses.
-# --------------------------------------------------------------------------------------------
-
-INTEGRATED_FIELDS: dict[str, Checker] = {
-    "profile": _bool,
-    "mstx": _bool,
-    "stage": _stage,
-    "profile_save_path": _save_path,
-    "profile_export_type": _choice(EXPORT_TYPES, case_insensitive=True),
-    "profile_step_start": _int(1),
-    "profile_step_end": _int(1),
-    "profile_level": _choice(PROFILE_LEVELS, case_insensitive=True),
-    "profile_with_memory": _bool,
-    "profile_record_shapes": _bool,
-    "profile_with_cpu": _bool,
-    "profile_with_npu": _bool,
-    "profile_with_module": _bool,
-    "profile_analysis": _bool,
-    "profile_ranks": _ranks,
-    "backend": _choice(BACKENDS),
-    "profile_steps": _step_list(),
-    "warmup_steps": _int(0),
-    "trace_size_budget_mb": _number(0.0, optional=True),
-    "profile_with_stack": _bool,
-    "profile_with_flops": _bool,
-    "aic_metrics": _choice(AIC_METRICS, optional=True),
-    "l2_cache": _bool,
-    "data_simplification": _bool,
-    "mstx_domain_include": _str_list(),
-    "mstx_domain_exclude": _str_list(),
-    "profile_parallel_ranks": _parallel_ranks,
-}
-MINDSPEED_FIELDS = tuple(INTEGRATED_FIELDS)[:15]
-
-TRACER_FIELDS: dict[str, Checker] = {
-    "enable": _bool,
-    "output_dir": _str(optional=True),
-    "flush_every_events": _int(1),
-    "flush_interval_s": _number(0.0),
-    "buffer_max_events": _int(1),
-    "sink": _choice(TRACER_SINKS),
-    "clock_sync": _bool,
-    "clock_sync_rounds": _int(1),
-    "gzip": _bool,
-}
-
-SYSTEM_FIELDS: dict[str, Checker] = {
-    "backend": _choice(SYSTEM_BACKENDS),
-    "enabled": _bool,
-    "worker_groups": _str_list(optional=True),
-    "steps": _step_list(),
-    "output_dir": _str(optional=True),
-    "options": _scalar_map,
-    "flags": _str_list(),
-    "args": _scalar_map,
-    "env": _scalar_map,
-}
-
-_SECTION_SCHEMAS: dict[str, tuple[type, dict[str, Checker]]] = {
-    "integrated": (IntegratedConfig, INTEGRATED_FIELDS),
-    "tracer": (TracerConfig, TRACER_FIELDS),
-    "system": (SystemConfig, SYSTEM_FIELDS),
-}
 
 
 def _hint(value: Any, candidates: Iterable[str]) -> str:
@@ -457,10 +277,184 @@ def _hint(value: Any, candidates: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+# --------------------------------------------------------------------------------------------
+# Typed, immutable config objects: each field declared once, with its default and its checker
+# --------------------------------------------------------------------------------------------
+
+_CHECK = "check"  # metadata key: the field's checker
+_MINDSPEED = "mindspeed"  # metadata key: one of MindSpeed-RL's 15 `integrated` fields
+
+
+def setting(default: Any, check: Checker, *, mindspeed: bool = False) -> Any:
+    """A config field: its default, its checker and, for `integrated`, whether MindSpeed-RL has it.
+
+    A mapping default becomes a fresh read-only mapping per instance (dataclasses refuse shared
+    mutable defaults).
+    """
+    metadata = {_CHECK: check, _MINDSPEED: mindspeed}
+    if isinstance(default, Mapping):
+        frozen = dict(default)
+        return field(default_factory=lambda: MappingProxyType(dict(frozen)), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class IntegratedConfig:
+    """`profiler_config.integrated`: MindSpeed-RL's fields first, then our optional additions."""
+
+    # --- MindSpeed-RL fields (names, meanings and defaults verbatim) ---
+    profile: bool = setting(False, _bool, mindspeed=True)
+    mstx: bool = setting(False, _bool, mindspeed=True)
+    stage: str | tuple[str, ...] = setting("all", _stage, mindspeed=True)  # the stage registry is read at check time
+    profile_save_path: str = setting(DEFAULT_SAVE_PATH, _save_path, mindspeed=True)
+    profile_export_type: str = setting("text", _choice(EXPORT_TYPES), mindspeed=True)
+    profile_step_start: int = setting(1, _int(1), mindspeed=True)
+    profile_step_end: int = setting(2, _int(1), mindspeed=True)
+    profile_level: str = setting("level0", _choice(PROFILE_LEVELS), mindspeed=True)
+    profile_with_memory: bool = setting(False, _bool, mindspeed=True)
+    profile_record_shapes: bool = setting(False, _bool, mindspeed=True)
+    profile_with_cpu: bool = setting(True, _bool, mindspeed=True)
+    profile_with_npu: bool = setting(True, _bool, mindspeed=True)
+    profile_with_module: bool = setting(False, _bool, mindspeed=True)
+    profile_analysis: bool = setting(False, _bool, mindspeed=True)
+    profile_ranks: str | int | tuple[int, ...] = setting("all", _ranks, mindspeed=True)
+    # --- our additions (defaults keep MindSpeed behaviour) ---
+    backend: str = setting("auto", _choice(backend_choices))
+    profile_steps: tuple[int, ...] | None = setting(None, _step_list())
+    warmup_steps: int = setting(0, _int(0))
+    trace_size_budget_mb: float | None = setting(None, _number(0.0, optional=True))
+    profile_with_stack: bool = setting(False, _bool)
+    profile_with_flops: bool = setting(False, _bool)
+    aic_metrics: str | None = setting(None, _choice(AIC_METRICS, optional=True))
+    l2_cache: bool = setting(False, _bool)
+    data_simplification: bool = setting(True, _bool)
+    mstx_domain_include: tuple[str, ...] = setting((), _str_list())
+    mstx_domain_exclude: tuple[str, ...] = setting((), _str_list())
+    profile_parallel_ranks: Mapping[str, tuple[int, ...]] | None = setting(None, _parallel_ranks)
+
+    @property
+    def stages(self) -> tuple[str, ...] | None:
+        """The selected stage names, or None for `all`."""
+        if self.stage == _stages.ALL:
+            return None
+        return (self.stage,) if isinstance(self.stage, str) else tuple(self.stage)
+
+    @property
+    def steps(self) -> tuple[int, ...]:
+        """The 1-based iterations to capture: the explicit list, else [start, end)."""
+        if self.profile_steps is not None:
+            return self.profile_steps
+        return tuple(range(self.profile_step_start, self.profile_step_end))
+
+    def rank_selected(self, rank: int) -> bool:
+        if self.profile_ranks == "all":
+            return True
+        if isinstance(self.profile_ranks, int):
+            return rank == self.profile_ranks
+        return rank in self.profile_ranks
+
+    def stage_selected(self, stage: str) -> bool:
+        selected = self.stages
+        return selected is None or stage in selected
+
+
+@dataclass(frozen=True)
+class TracerConfig:
+    """`profiler_config.tracer`: the cross-worker timeline (RLinf's cluster.tracer, done better)."""
+
+    enable: bool = setting(False, _bool)
+    output_dir: str | None = setting(None, _str(optional=True))  # default: <profile_save_path>/timeline
+    flush_every_events: int = setting(4096, _int(1))
+    flush_interval_s: float = setting(2.0, _number(0.0))
+    buffer_max_events: int = setting(1_000_000, _int(1))
+    sink: str = setting("file", _choice(TRACER_SINKS))
+    clock_sync: bool = setting(True, _bool)
+    clock_sync_rounds: int = setting(8, _int(1))
+    gzip: bool = setting(False, _bool)
+
+
+@dataclass(frozen=True)
+class SystemConfig:
+    """`profiler_config.system`: process-level nsys / rocprof-sys capture (RLinf's cluster.profiling).
+
+    Validated, but not run yet: see SYSTEM_CAPTURE_AVAILABLE.
+    """
+
+    backend: str = setting("nsight", _choice(SYSTEM_BACKENDS))
+    enabled: bool = setting(True, _bool)
+    worker_groups: tuple[str, ...] | None = setting(None, _str_list(optional=True))
+    steps: tuple[int, ...] | None = setting(None, _step_list())
+    output_dir: str | None = setting(None, _str(optional=True))  # default: <profile_save_path>/system
+    options: Mapping[str, str] = setting({}, _scalar_map)
+    flags: tuple[str, ...] = setting((), _str_list())
+    args: Mapping[str, str] = setting({}, _scalar_map)
+    env: Mapping[str, str] = setting({}, _scalar_map)
+
+
+@dataclass(frozen=True)
+class ProfilerConfig:
+    """The whole validated `profiler_config` block."""
+
+    integrated: IntegratedConfig = field(default_factory=IntegratedConfig)
+    tracer: TracerConfig = field(default_factory=TracerConfig)
+    system: SystemConfig | None = None
+
+    @property
+    def timeline_dir(self) -> str:
+        return self.tracer.output_dir or os.path.join(self.integrated.profile_save_path, "timeline")
+
+    @property
+    def system_output_dir(self) -> str:
+        default = os.path.join(self.integrated.profile_save_path, "system")
+        return (self.system.output_dir if self.system else None) or default
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain, YAML-friendly dict (lists for tuples) of the normalized config."""
+        return {ROOT_KEY: {name: _plain(getattr(self, name)) for name in SECTIONS if getattr(self, name) is not None}}
+
+    def to_yaml(self) -> str:
+        import yaml
+
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "__dataclass_fields__"):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# Section schemas (field name -> checker), derived from the dataclasses; read-only
+# --------------------------------------------------------------------------------------------
+
+
+def _schema(cls: type) -> Mapping[str, Checker]:
+    missing = [f.name for f in fields(cls) if _CHECK not in f.metadata]
+    if missing:
+        raise TypeError(f"{cls.__name__} fields without a checker: {', '.join(missing)}; declare them with setting()")
+    return MappingProxyType({f.name: f.metadata[_CHECK] for f in fields(cls)})
+
+
+INTEGRATED_FIELDS = _schema(IntegratedConfig)
+TRACER_FIELDS = _schema(TracerConfig)
+SYSTEM_FIELDS = _schema(SystemConfig)
+# MindSpeed-RL's 15 `integrated` fields, in its order
+MINDSPEED_FIELDS = tuple(f.name for f in fields(IntegratedConfig) if f.metadata[_MINDSPEED])
+
+_SECTION_SCHEMAS: Mapping[str, Mapping[str, Checker]] = MappingProxyType(
+    {"integrated": INTEGRATED_FIELDS, "tracer": TRACER_FIELDS, "system": SYSTEM_FIELDS}
+)
+
+
 def _check_section(name: str, raw: Any, problems: Problems) -> dict[str, Any] | None:
     """Type-check one section; returns its normalized fields (bad ones omitted) or None."""
     path = f"{ROOT_KEY}.{name}"
-    _, schema = _SECTION_SCHEMAS[name]
+    schema = _SECTION_SCHEMAS[name]
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
@@ -471,7 +465,7 @@ def _check_section(name: str, raw: Any, problems: Problems) -> dict[str, Any] | 
         if key not in schema:
             where = f"{path}.{key}"
             # a field placed in the wrong section is a common slip: say where it belongs
-            home = next((s for s, (_, sch) in _SECTION_SCHEMAS.items() if s != name and key in sch), None)
+            home = next((s for s, sch in _SECTION_SCHEMAS.items() if s != name and key in sch), None)
             also = f"; {key!r} is a field of {ROOT_KEY}.{home}" if home else ""
             problems.append((where, f"unknown key {key!r}{_hint(key, schema)}{also}; valid keys: {', '.join(schema)}"))
             continue
@@ -535,6 +529,12 @@ _CAPTURE_RANGE_END = "capture-range-end"
 def _check_system(f: dict[str, Any], raw: Mapping[str, Any], problems: Problems, check_paths: bool, profile_save_path: str) -> None:
     p = f"{ROOT_KEY}.system"
     enabled = f.get("enabled", True)
+    # an `enabled` that failed its type check is already reported: say nothing more about it
+    if not SYSTEM_CAPTURE_AVAILABLE and f.get("enabled", "enabled" not in raw):
+        given = "got true" if "enabled" in raw else "true by default when the section is present"
+        problems.append((f"{p}.enabled", f"{given}; process-level capture (nsight / rocprof_sys) is not available in this "
+                                         "version yet, so nothing would run it: set enabled: false (the section is still "
+                                         "validated) or remove the system section"))
     if "backend" not in raw and enabled:
         problems.append((f"{p}.backend", f"is required when the system section is enabled; allowed: {', '.join(SYSTEM_BACKENDS)}"))
     backend = f.get("backend")
@@ -566,10 +566,9 @@ def _check_system(f: dict[str, Any], raw: Mapping[str, Any], problems: Problems,
         if cr is not None and cr != "cudaProfilerApi":
             problems.append((f"{p}.options.{_CAPTURE_RANGE}", f"got {cr!r}; with steps set, the capture range is driven by cudaProfilerStart/Stop around each step, so it must be cudaProfilerApi (or left out)"))
         end = options.get(_CAPTURE_RANGE_END)
-        if len(steps) > 1 and (end is None or end == "stop"):
+        if len(steps) > 1 and end == "stop":
             # RLinf's bug: capture-range-end=stop makes nsys ignore every later range: only the first step is captured.
-            if end == "stop":
-                problems.append((f"{p}.options.{_CAPTURE_RANGE_END}", f"got 'stop' with {len(steps)} steps {list(steps)}: nsys ignores every capture range after the first, so only step {steps[0]} would be captured; use repeat:{len(steps)} or repeat-shutdown:{len(steps)} (or leave it out: we default to repeat:{len(steps)})"))
+            problems.append((f"{p}.options.{_CAPTURE_RANGE_END}", f"got 'stop' with {len(steps)} steps {list(steps)}: nsys ignores every capture range after the first, so only step {steps[0]} would be captured; use repeat:{len(steps)} or repeat-shutdown:{len(steps)}"))
     if check_paths and enabled and f.get("output_dir"):
         msg = _unwritable(f["output_dir"])
         if msg:
@@ -714,7 +713,7 @@ def validate(block: Mapping[str, Any], *, check_paths: bool = True) -> ProfilerC
     system = _check_section("system", system_raw, problems) if system_raw is not None else None
     if integ is not None:
         _check_integrated(integ, integ_bad, problems, check_paths)
-    save_path = (integ or {}).get("profile_save_path", IntegratedConfig.profile_save_path)
+    save_path = (integ or {}).get("profile_save_path", DEFAULT_SAVE_PATH)
     if tracer and tracer.get("enable") and check_paths:
         out = tracer.get("output_dir") or os.path.join(save_path, "timeline")
         msg = _unwritable(out)

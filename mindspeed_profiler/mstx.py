@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Optional, Union
 
 from mindspeed_profiler._state import STATE
 from mindspeed_profiler.tracing._metrics import METRICS
-from mindspeed_profiler.tracing._warn import warn_once
+from mindspeed_profiler._warn import warn_once
 from mindspeed_profiler.tracing._wrap import wrap_callable
 from mindspeed_profiler.tracing.api import Span, trace_instant
 
@@ -110,80 +110,80 @@ class _RecordFunctionMarkers:
             pass
 
 
-_backends: dict[str, Optional[Any]] = {}  # device -> backend or None (unavailable), resolved once
+def _load_mstx() -> Any:
+    import torch_npu  # lazy: never at module top (it can break `import torch` without CANN)
+
+    return _NpuMarkers(torch_npu.npu.mstx)
 
 
-def _load_backend(kind: str) -> Optional[Any]:
-    if kind in _backends:
-        return _backends[kind]
-    backend = None
+def _load_nvtx() -> Any:
+    import torch
+
+    if not torch.cuda.is_available():  # CPU builds raise on every nvtx call
+        raise RuntimeError("torch.cuda is not available (CPU build or no GPU)")
+    return _NvtxMarkers(torch.cuda.nvtx)
+
+
+def _load_record_function() -> Any:
+    from torch.profiler import record_function
+
+    return _RecordFunctionMarkers(record_function)
+
+
+# Marker kind -> loader of its implementation. Capture backends name the kinds they want
+# (Backend.device_markers / capture_markers); a new kind is one class and one line here.
+MARKERS: dict[str, Callable[[], Any]] = {
+    "mstx": _load_mstx,
+    "nvtx": _load_nvtx,
+    "record_function": _load_record_function,
+}
+_loaded: dict[str, Optional[Any]] = {}  # kind -> implementation, or None (unavailable), resolved once
+
+
+def _load_marker(kind: str) -> Optional[Any]:
+    if kind in _loaded:
+        return _loaded[kind]
+    impl = None
     try:
-        if kind == "npu":
-            import torch_npu  # lazy: never at module top (it can break `import torch` without CANN)
-
-            backend = _NpuMarkers(torch_npu.npu.mstx)
-        elif kind == "cuda":
-            import torch
-
-            if torch.cuda.is_available():
-                backend = _NvtxMarkers(torch.cuda.nvtx)
-            else:  # CPU builds raise on every nvtx call
-                raise RuntimeError("torch.cuda is not available (CPU build or no GPU)")
-        elif kind == "record_function":
-            from torch.profiler import record_function
-
-            backend = _RecordFunctionMarkers(record_function)
+        impl = MARKERS[kind]()
     except Exception as exc:
         warn_once(f"mstx-backend-{kind}", f"mindspeed-profiler markers: {kind} markers unavailable ({exc!r}); those markers are skipped")
-        backend = None
-    _backends[kind] = backend
-    return backend
+    _loaded[kind] = impl
+    return impl
 
 
 def _device_backends() -> tuple:
-    """The device marker backends for the current STATE (empty when mstx is off)."""
+    """The marker implementations for the current STATE (empty when mstx is off): the device's
+    markers, plus the running capture's own while one records."""
     if not STATE.mstx_enabled:
         return ()
-    device = STATE.device or _detected_device()
-    out = []
-    if device == "npu":
-        out.append(_load_backend("npu"))
-    elif device == "cuda":
-        out.append(_load_backend("cuda"))
-    if device != "npu" and STATE.capture_active:
-        out.append(_load_backend("record_function"))
-    return tuple(b for b in out if b is not None)
+    kinds, in_capture = STATE.markers, STATE.capture_markers
+    if kinds is None:
+        kinds, in_capture = _markers_of(STATE.device or _detected_device())
+    if STATE.capture_active:
+        kinds = tuple(dict.fromkeys(kinds + in_capture))
+    return tuple(impl for impl in map(_load_marker, kinds) if impl is not None)
 
 
+_device_kinds: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 _detected: list = []
 
 
+def _markers_of(device: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if device not in _device_kinds:
+        from mindspeed_profiler.backends.registry import device_markers
+
+        _device_kinds[device] = device_markers(device)
+    return _device_kinds[device]
+
+
 def _detected_device() -> str:
-    """npu if torch_npu imports and sees a device, else cuda if available, else cpu (cached)."""
+    """The device of the preferred usable capture backend (npu, cuda or cpu), cached."""
     if not _detected:
-        _detected.append(_detect())
+        from mindspeed_profiler.backends.registry import detect_device
+
+        _detected.append(detect_device())
     return _detected[0]
-
-
-def _detect() -> str:
-    import importlib.util
-
-    try:
-        if importlib.util.find_spec("torch_npu") is not None:
-            import torch_npu
-
-            if torch_npu.npu.is_available():
-                return "npu"
-    except Exception:
-        pass
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            return "cuda"
-    except Exception:
-        pass
-    return "cpu"
 
 
 # ------------------------------------------------------------------------------ the range
@@ -313,6 +313,7 @@ def enable_markers(
     STATE.mstx_enabled = bool(enabled)
     if device is not None:
         STATE.device = device
+        STATE.markers = None  # the device's own markers
     STATE.mstx_domain_include = include
     STATE.mstx_domain_exclude = exclude
 
@@ -328,6 +329,7 @@ def _domains(field: str, value: Iterable[str]) -> tuple[str, ...]:
 
 
 def reset_marker_backends() -> None:
-    """Forget resolved backends (after the device changes, and in tests)."""
-    _backends.clear()
+    """Forget resolved marker implementations (after the device changes, and in tests)."""
+    _loaded.clear()
+    _device_kinds.clear()
     _detected.clear()

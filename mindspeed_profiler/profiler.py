@@ -1,4 +1,4 @@
-"""IntegratedProfiler: rank / stage / step gating, capture lifecycle, metadata; never fatal.
+"""IntegratedProfiler: rank / stage / step gating and the capture lifecycle; never fatal.
 
     prof = IntegratedProfiler(cfg.integrated, role="actor")
     prof.start()                       # iteration 1 begins
@@ -7,29 +7,33 @@
         prof.step()                    # iteration `it` ends, `it + 1` begins
     prof.stop()                        # idempotent; also run at interpreter exit
 
-What to capture comes from schedule.py (pure); how, from a backend (backends/); the names and
-the metadata from backends/layout.py and docs/formats.md. Any exception from a backend is caught,
-logged once, written into the capture's metadata, and that capture is abandoned: training goes on.
+What to capture comes from schedule.py (pure); how, from a backend (backends/, chosen through its
+registry); names from formats.py / backends/layout.py; the metadata and run.json from
+manifest.py; what the profilers of one process share (live captures, marker state) from
+session.py. Any exception from a backend is caught, logged once, written into the capture's
+metadata, and that capture is abandoned: training goes on.
+
+The MindSpeed-RL-style functions (get_profiler, profiler_start, profiler_step) live in
+mindspeed_api.py and are importable from here too.
 """
 from __future__ import annotations
 
-import atexit
 import contextlib
-import logging
 import os
 import socket
-import sys
-import time
-import weakref
 from pathlib import Path
 from typing import Any
 
+from mindspeed_profiler import formats
+from mindspeed_profiler import session
 from mindspeed_profiler import stages as _stages
 from mindspeed_profiler._state import STATE
+from mindspeed_profiler._warn import new_scope, warn_once
 from mindspeed_profiler.backends import Backend, CaptureHandle, CaptureSpec, layout, select_backend
+from mindspeed_profiler.backends.registry import AUTO, backend_class
+from mindspeed_profiler.manifest import capture_metadata, split_config, write_run_manifest
+from mindspeed_profiler.ranks import resolve_rank
 from mindspeed_profiler.schedule import plan_from_config
-
-log = logging.getLogger("mindspeed_profiler")
 
 __all__ = [
     "IntegratedProfiler",
@@ -41,133 +45,32 @@ __all__ = [
 ]
 
 _NULL = contextlib.nullcontext()
-# Started, not yet stopped profilers of this process (enabled or tracer-only): colocated roles
-# share one process, so the process-wide STATE is derived from all of them (_sync_state).
-_RUNNING: "weakref.WeakSet[IntegratedProfiler]" = weakref.WeakSet()
-_MANIFESTS_WRITTEN: set[str] = set()
-# Captures recording in this process, across all profilers: torch.profiler / torch_npu.profiler
-# allow one session per process (a second one steals the first's session, and exporting the first
-# then crashes the interpreter), so a capture that would overlap another is not opened.
-_LIVE_CAPTURES: "weakref.WeakSet[_Capture]" = weakref.WeakSet()
-# The highest `_c<K>` given out per (stage dir, role, rank, first, last) in this process. A profiler
-# counts its own stage calls, but two profilers of one name (profiler_start(..., profiler_iteration=N)
-# called twice in an iteration builds one per call) would otherwise share a capture name.
-_CALLS_USED: dict[tuple[Any, ...], int] = {}
+# the suffix of a failed capture's (metadata-only) directory when no backend could be chosen
+_FALLBACK_SUFFIX = "pt"
 
 
-def _claim_call(key: tuple[Any, ...], call: int) -> int:
-    """`call`, or the next K not yet used for this capture name in this process."""
-    call = max(call, _CALLS_USED.get(key, 0) + 1)
-    _CALLS_USED[key] = call
-    return call
+def __getattr__(name: str) -> Any:
+    # the MindSpeed-style functions, importable from here as before (mindspeed_api imports this module)
+    if name in ("get_profiler", "profiler_start", "profiler_step"):
+        from mindspeed_profiler import mindspeed_api
 
-
-def _sync_state() -> None:
-    """STATE's marker fields from every running enabled profiler, not from the last one started:
-    markers are on if any of them wants them (for its rank), with the domains any of them selects;
-    the device is theirs; a capture is active if any capture of this process is live."""
-    running = [p for p in _RUNNING if p.enabled]
-    marking = [p for p in running if p.cfg.mstx and p.rank_selected]
-    devices = {p._backend.device for p in running if p._backend is not None}
-    STATE.mstx_enabled = bool(marking)
-    STATE.device = next((d for d in ("npu", "cuda", "cpu") if d in devices), None)
-    STATE.mstx_domain_include, STATE.mstx_domain_exclude = _union_of_domains(marking)
-    STATE.capture_active = bool(_LIVE_CAPTURES)
-
-
-def _union_of_domains(profilers: list["IntegratedProfiler"]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """One (include, exclude) pair selecting a domain when any profiler's pair selects it
-    (torch_npu's rule: a non-empty include list wins, else everything not excluded)."""
-    pairs = [(tuple(getattr(p.cfg, "mstx_domain_include", ())), tuple(getattr(p.cfg, "mstx_domain_exclude", ())))
-             for p in profilers]
-    included = {d for inc, _ in pairs for d in inc}
-    open_ended = [set(exc) for inc, exc in pairs if not inc]
-    if not open_ended:  # every profiler lists what it includes
-        return tuple(sorted(included)), ()
-    # excluded only where every open-ended profiler excludes it and no profiler includes it
-    return (), tuple(sorted(set.intersection(*open_ended) - included))
-
-
-def _split_config(cfg: Any) -> tuple[Any, Any]:
-    """(whole ProfilerConfig or None, IntegratedConfig) from either."""
-    if hasattr(cfg, "integrated"):
-        return cfg, cfg.integrated
-    if hasattr(cfg, "profile") and hasattr(cfg, "rank_selected"):
-        return None, cfg
-    raise TypeError(f"expected a ProfilerConfig or IntegratedConfig (from load_config), got {type(cfg).__name__}")
-
-
-def resolve_rank(rank: int | None = None, world_size: int | None = None) -> tuple[int, int, int | None]:
-    """(rank, world_size, local_rank): explicit arguments, else torch.distributed when initialised,
-    else the RANK / WORLD_SIZE / LOCAL_RANK environment, else (0, 1)."""
-    if rank is None or world_size is None:
-        d_rank = d_world = None
-        dist = sys.modules.get("torch.distributed")
-        try:
-            if dist is not None and dist.is_available() and dist.is_initialized():
-                d_rank, d_world = dist.get_rank(), dist.get_world_size()
-        except Exception:
-            pass
-        if d_rank is None:
-            d_rank = _env_int("RANK")
-            d_world = _env_int("WORLD_SIZE")
-        rank = rank if rank is not None else (d_rank if d_rank is not None else 0)
-        world_size = world_size if world_size is not None else (d_world if d_world is not None else max(1, rank + 1))
-    return int(rank), int(world_size), _env_int("LOCAL_RANK")
-
-
-def _env_int(name: str) -> int | None:
-    try:
-        return int(os.environ[name])
-    except (KeyError, ValueError):
-        return None
-
-
-def _versions() -> dict[str, str | None]:
-    from importlib import metadata
-
-    out: dict[str, str | None] = {"python": sys.version.split()[0]}
-    for dist in ("mindspeed-profiler", "torch", "torch-npu", "ray", "megatron-core"):
-        try:
-            out[dist] = metadata.version(dist)
-        except Exception:
-            out[dist] = None
-    return out
-
-
-def _config_dict(full: Any, integ: Any) -> dict[str, Any]:
-    if full is not None:
-        return full.to_dict()
-    from mindspeed_profiler.config import _plain
-
-    return {"profiler_config": {"integrated": _plain(integ)}}
-
-
-def write_run_manifest(cfg: Any, save_path: str | None = None, *, role: str = "driver", rank: int = 0) -> Path:
-    """Write `<profile_save_path>/run.json` (config, versions, start time) atomically."""
-    full, integ = _split_config(cfg)
-    path = Path(save_path or integ.profile_save_path) / layout.RUN_FILE
-    manifest = {
-        "schema": 1,
-        "config": _config_dict(full, integ),
-        "versions": _versions(),
-        "start_time": layout.utc_now_iso(),
-        "writer": {"role": role, "rank": rank, "host": socket.gethostname(), "pid": os.getpid()},
-    }
-    return layout.write_json_atomic(path, manifest)
+        return getattr(mindspeed_api, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _Capture:
     """One capture in flight: the backend handle, its spec and its metadata."""
 
-    __slots__ = ("handle", "spec", "meta", "failed", "backend_name", "__weakref__")
+    __slots__ = ("handle", "spec", "meta", "failed", "backend_name", "suffix", "__weakref__")
 
-    def __init__(self, handle: CaptureHandle | None, spec: CaptureSpec, meta: dict[str, Any], backend_name: str):
+    def __init__(self, handle: CaptureHandle | None, spec: CaptureSpec, meta: dict[str, Any], backend_name: str,
+                 suffix: str):
         self.handle = handle
         self.spec = spec
         self.meta = meta
         self.failed = False
         self.backend_name = backend_name
+        self.suffix = suffix
 
 
 class _StageScope:
@@ -186,7 +89,7 @@ class _StageScope:
         p._iter_busy = True
         if p.enabled and p._running:
             if name not in p._known_stages and not _stages.is_stage(name):
-                p._warn_once(("stage", name), "stage %r is not registered (register_stage(%r) lets configs select it)", name, name)
+                p._warn(("stage", name), "stage %r is not registered (register_stage(%r) lets configs select it)", name, name)
             p._known_stages.add(name)
             it = p._iteration
             if p.plan.stage_call_recorded(name, it):
@@ -195,7 +98,7 @@ class _StageScope:
         # the stage's timeline span opens after the capture started and closes before it is
         # exported, so the timeline shows the stage's own time and the profiler's cost beside it
         if STATE.tracer is not None:
-            self.span = p._tracer_enter(name, "stage", {"stage": name, "iteration": p._iteration})
+            self.span = p._tracer_enter(name, formats.CAT_STAGE, {"stage": name, "iteration": p._iteration})
         if p.enabled and p._running and STATE.capture_active:
             self.rng = _record_function(name)
         return self
@@ -235,7 +138,7 @@ class IntegratedProfiler:
 
     def __init__(self, cfg: Any, role: str = "integrated", *, rank: int | None = None,
                  world_size: int | None = None, backend: Backend | None = None):
-        full, integ = _split_config(cfg)
+        full, integ = split_config(cfg)
         self.cfg = integ
         self.role = layout.check_role(role)
         self.enabled = bool(integ.profile)
@@ -249,13 +152,13 @@ class IntegratedProfiler:
         self.rank, self.world_size, self.local_rank = resolve_rank(rank, world_size)
         self.rank_selected = integ.rank_selected(self.rank)
         self.plan = plan_from_config(integ)
-        self._backend = backend
+        self.backend = backend  # chosen through the registry at start() unless given
         self._backend_error: BaseException | None = None
         self._open: _Capture | None = None  # the continuous (stage: all) capture
         self._live: set[_Capture] = set()
         self._stage_calls: dict[str, int] = {}
         self._known_stages: set[str] = set()
-        self._warned: set[Any] = set()
+        self._warn_scope = new_scope()
         self._bytes_written = 0
         self._budget_exceeded = False
         self._notes: list[str] = []
@@ -278,10 +181,10 @@ class IntegratedProfiler:
         self._running = True
         self._iteration = iteration
         STATE.iteration = iteration
-        _RUNNING.add(self)
+        session.RUNNING.add(self)
         if self.enabled:
             self._get_backend()
-            _sync_state()
+            session.sync_state()
             if self.rank == 0:
                 self._write_manifest_once()
             if self.plan.continuous:
@@ -290,7 +193,7 @@ class IntegratedProfiler:
                     self._open = self._open_capture(None, w.first, w.last, w.warmup, w.requested_warmup)
         self._iter_busy = False
         if STATE.tracer is not None:
-            self._iter_span = self._tracer_enter("iteration", "iteration", {"iteration": iteration})
+            self._iter_span = self._tracer_enter(formats.SPAN_ITERATION, formats.CAT_ITERATION, {"iteration": iteration})
 
     def step(self) -> None:
         """The current iteration ends and the next one begins."""
@@ -316,7 +219,7 @@ class IntegratedProfiler:
                 self._open = self._open_capture(None, w.first, w.last, w.warmup, w.requested_warmup)
         self._iter_busy = False
         if STATE.tracer is not None:
-            self._iter_span = self._tracer_enter("iteration", "iteration", {"iteration": self._iteration})
+            self._iter_span = self._tracer_enter(formats.SPAN_ITERATION, formats.CAT_ITERATION, {"iteration": self._iteration})
 
     def stage(self, name: str):
         """Context manager around one call of an RL stage (actor_generate, actor_update, ...)."""
@@ -347,15 +250,11 @@ class IntegratedProfiler:
                         cap.meta["steps"] = [cap.spec.first, self._iteration]
                         cap.meta["profiled_iterations"] = [cap.meta["profiled_iterations"][0], self._iteration]
                 self._close(cap)
-        _RUNNING.discard(self)
-        if self.enabled:
-            _sync_state()  # the other profilers of this process (colocated roles) keep their markers
-        if _RUNNING:  # ... and their stage and iteration
-            STATE.iteration = max((p._iteration for p in _RUNNING if p._iteration is not None), default=None)
-        else:
-            STATE.stage = None
-            STATE.iteration = None
+        session.RUNNING.discard(self)
         self._iteration = None
+        if self.enabled:
+            session.sync_state()  # the other profilers of this process (colocated roles) keep their markers
+        session.sync_iteration()  # ... and their stage and iteration
 
     def __enter__(self) -> "IntegratedProfiler":
         self.start()
@@ -368,17 +267,17 @@ class IntegratedProfiler:
     # ------------------------------------------------------------------ captures
 
     def _get_backend(self) -> Backend | None:
-        if self._backend is None and self._backend_error is None:
+        if self.backend is None and self._backend_error is None:
             try:
-                self._backend = select_backend(getattr(self.cfg, "backend", "auto"))
+                self.backend = select_backend(self.cfg.backend)
             except Exception as exc:
                 self._backend_error = exc
-                self._warn_once(("backend",), "profiler backend %r unusable on %s rank %d, no captures will be made: %s: %s",
-                                getattr(self.cfg, "backend", "auto"), self.role, self.rank, type(exc).__name__, exc)
-        return self._backend
+                self._warn(("backend",), "profiler backend %r unusable on %s rank %d, no captures will be made: %s: %s",
+                           self.cfg.backend, self.role, self.rank, type(exc).__name__, exc)
+        return self.backend
 
     def _parallel_selected(self) -> bool:
-        wanted = getattr(self.cfg, "profile_parallel_ranks", None)
+        wanted = self.cfg.profile_parallel_ranks
         if not wanted:
             return True
         from mindspeed_profiler.integrations.megatron import parallel_layout, parallel_selected
@@ -388,57 +287,29 @@ class IntegratedProfiler:
             note = "profile_parallel_ranks is set but Megatron's parallel state is not initialised: not filtering by it"
             if note not in self._notes:
                 self._notes.append(note)
-            self._warn_once(("parallel",), "%s (%s rank %d)", note, self.role, self.rank)
+            self._warn(("parallel",), "%s (%s rank %d)", note, self.role, self.rank)
             return True
         return parallel_selected(lay, wanted)
-
-    def _base_meta(self, stage: str | None, first: int, last: int, warmup: int, requested: int, backend_name: str) -> dict[str, Any]:
-        from mindspeed_profiler.integrations.megatron import parallel_layout
-
-        return {
-            "schema": 1,
-            "role": self.role,
-            "stage": stage or layout.ALL_DIR,
-            "rank": self.rank,
-            "world_size": self.world_size,
-            "local_rank": self.local_rank,
-            "parallel": parallel_layout(),
-            "steps": [first, last],
-            "warmup_steps": warmup,
-            "requested_warmup_steps": requested,
-            "profiled_iterations": [first - warmup, last],
-            "backend": backend_name,
-            "device": self._backend.device if self._backend is not None else None,
-            "level": self.cfg.profile_level,
-            "export_type": self.cfg.profile_export_type,
-            "mstx": bool(self.cfg.mstx),
-            "host": self.host,
-            "pid": os.getpid(),
-            "clock": {"wall_ns": time.time_ns(), "mono_ns": time.monotonic_ns()},
-            "start_time": layout.utc_now_iso(),
-            "end_time": None,
-            "status": "ok",
-            "errors": [],
-            "trace_files": [],
-            "options": None,
-            "notes": list(self._notes),
-        }
 
     def _open_capture(self, stage: str | None, first: int, last: int, warmup: int, requested: int, call: int = 1) -> _Capture | None:
         if not self.rank_selected or not self._parallel_selected():
             return None
         backend = self._get_backend()
-        backend_name = backend.name if backend is not None else ("npu" if self.cfg.backend == "npu" else "torch")
+        backend_name, suffix = self._backend_naming(backend)
         save_dir = str(layout.stage_dir(self.cfg.profile_save_path, stage))
-        call = _claim_call((os.path.abspath(save_dir), self.role, self.rank, first, last), call)
+        call = session.claim_call((os.path.abspath(save_dir), self.role, self.rank, first, last), call)
         spec = CaptureSpec(
             save_dir=save_dir,
             worker_name=layout.worker_name(self.role, self.rank, first, last, call, self.host),
             trace_basename=layout.trace_basename(self.role, self.rank),
             first=first, last=last, warmup=warmup, cfg=self.cfg,
         )
-        meta = self._base_meta(stage, first, last, warmup, requested, backend_name)
-        cap = _Capture(None, spec, meta, backend_name)
+        meta = capture_metadata(self.cfg, role=self.role, stage=stage, rank=self.rank, world_size=self.world_size,
+                                local_rank=self.local_rank, first=first, last=last, warmup=warmup,
+                                requested_warmup=requested, backend=backend_name,
+                                device=backend.device if backend is not None else None, host=self.host,
+                                notes=self._notes)
+        cap = _Capture(None, spec, meta, backend_name, suffix)
         if self._budget_exceeded:
             meta["status"] = "skipped"
             meta["notes"].append(f"trace_size_budget_mb={self.cfg.trace_size_budget_mb} exceeded "
@@ -449,17 +320,17 @@ class IntegratedProfiler:
             self._record_error(cap, "start", self._backend_error or RuntimeError("no backend"))
             self._finish(cap)
             return None
-        busy = [c for c in _LIVE_CAPTURES if c.handle is not None]
+        busy = [c for c in session.LIVE_CAPTURES if c.handle is not None]
         if busy:
             # nested selected stages, or two profilers of one process capturing at once
-            what = f"{stage or layout.ALL_DIR} (steps {first}-{last}, call {call})"
+            what = f"{stage or formats.ALL_DIR} (steps {first}-{last}, call {call})"
             for other in busy:
                 note = f"{self.role} {what} ran inside this capture: not captured separately (one profiler session per process)"
                 if note not in other.meta["notes"]:
                     other.meta["notes"].append(note)
-            self._warn_once(("overlap", stage), "profiler capture of %s on %s rank %d not started: another capture (%s) is "
-                            "recording in this process, and torch / torch_npu allow one at a time; it shows inside that one",
-                            what, self.role, self.rank, busy[0].spec.worker_name)
+            self._warn(("overlap", stage), "profiler capture of %s on %s rank %d not started: another capture (%s) is "
+                       "recording in this process, and torch / torch_npu allow one at a time; it shows inside that one",
+                       what, self.role, self.rank, busy[0].spec.worker_name)
             return None
         try:
             meta["options"] = backend.options(self.cfg)
@@ -469,7 +340,7 @@ class IntegratedProfiler:
             self._finish(cap)
             return None
         self._live.add(cap)
-        _LIVE_CAPTURES.add(cap)
+        session.LIVE_CAPTURES.add(cap)
         if self._call(cap, "start", cap.handle.start):
             STATE.capture_active = True
             return cap
@@ -488,10 +359,10 @@ class IntegratedProfiler:
         cap.failed = True
         cap.meta["status"] = "failed"
         cap.meta["errors"].append({"phase": phase, "error": f"{type(exc).__name__}: {exc}", "time": layout.utc_now_iso()})
-        self._warn_once((phase, type(exc).__name__),
-                        "profiler %s failed (%s rank %d, stage %s, steps %d-%d, backend %s); capture abandoned, training goes on: %s: %s",
-                        phase, self.role, self.rank, cap.meta["stage"], cap.spec.first, cap.spec.last,
-                        cap.backend_name, type(exc).__name__, exc)
+        self._warn((phase, type(exc).__name__),
+                   "profiler %s failed (%s rank %d, stage %s, steps %d-%d, backend %s); capture abandoned, training goes on: %s: %s",
+                   phase, self.role, self.rank, cap.meta["stage"], cap.spec.first, cap.spec.last,
+                   cap.backend_name, type(exc).__name__, exc)
 
     def _fail(self, cap: _Capture, phase: str, exc: BaseException) -> None:
         self._record_error(cap, phase, exc)
@@ -503,9 +374,9 @@ class IntegratedProfiler:
         if cap not in self._live:
             return
         self._live.discard(cap)
-        _LIVE_CAPTURES.discard(cap)
+        session.LIVE_CAPTURES.discard(cap)
         # the export can take seconds: show it on the timeline as the profiler's own span
-        span = self._tracer_enter("profiler_export", "profiler", {"stage": cap.meta.get("stage")}) \
+        span = self._tracer_enter(formats.SPAN_PROFILER_EXPORT, formats.CAT_PROFILER, {"stage": cap.meta.get("stage")}) \
             if STATE.tracer is not None else None
         if not cap.failed:
             self._call(cap, "stop", cap.handle.stop)
@@ -518,13 +389,13 @@ class IntegratedProfiler:
         directory = self._finish(cap, files)
         if span is not None:
             self._tracer_exit(span)
-        STATE.capture_active = bool(_LIVE_CAPTURES)
+        STATE.capture_active = bool(session.LIVE_CAPTURES)
         if directory is not None and self.cfg.trace_size_budget_mb:
             self._bytes_written += layout.dir_size(directory)
             if self._bytes_written > self.cfg.trace_size_budget_mb * 2**20:
                 self._budget_exceeded = True
-                self._warn_once(("budget",), "trace size budget of %.1f MB exceeded by %s rank %d (%.1f MB written): further captures are skipped",
-                                self.cfg.trace_size_budget_mb, self.role, self.rank, self._bytes_written / 2**20)
+                self._warn(("budget",), "trace size budget of %.1f MB exceeded by %s rank %d (%.1f MB written): further captures are skipped",
+                           self.cfg.trace_size_budget_mb, self.role, self.rank, self._bytes_written / 2**20)
 
     def _finish(self, cap: _Capture, files: list[Path] = ()) -> Path | None:
         """Write the capture's metadata into its directory (made here if the backend made none)."""
@@ -533,13 +404,13 @@ class IntegratedProfiler:
         directory = cap.handle.directory if cap.handle is not None else None
         try:
             if directory is None or not Path(directory).is_dir():
-                directory = layout.make_capture_dir(cap.spec.save_dir, cap.spec.worker_name, cap.backend_name)
+                directory = layout.make_capture_dir(cap.spec.save_dir, cap.spec.worker_name, cap.suffix)
             directory = Path(directory)
             meta["trace_files"] = [os.path.relpath(f, directory) for f in files]
-            layout.write_json_atomic(directory / layout.META_FILE, meta)
+            layout.write_json_atomic(directory / formats.META_FILE, meta)
         except Exception as exc:
-            self._warn_once(("meta", type(exc).__name__), "could not write capture metadata for %s rank %d: %s: %s",
-                            self.role, self.rank, type(exc).__name__, exc)
+            self._warn(("meta", type(exc).__name__), "could not write capture metadata for %s rank %d: %s: %s",
+                       self.role, self.rank, type(exc).__name__, exc)
             directory = None
         meta["directory"] = str(directory) if directory is not None else None
         self.captures.append(meta)
@@ -547,23 +418,31 @@ class IntegratedProfiler:
 
     # ------------------------------------------------------------------ helpers
 
+    def _backend_naming(self, backend: Backend | None) -> tuple[str, str]:
+        """(backend name, capture directory suffix) for the metadata and the directory; when no
+        backend could be chosen, those of the configured one (a failed capture still leaves its
+        metadata where that backend's capture would be)."""
+        if backend is not None:
+            return backend.name, backend.suffix
+        name = self.cfg.backend
+        try:
+            return name, backend_class(name).suffix if name != AUTO else _FALLBACK_SUFFIX
+        except ValueError:
+            return name, _FALLBACK_SUFFIX
+
     def _write_manifest_once(self) -> None:
         key = os.path.abspath(self.cfg.profile_save_path)
-        if key in _MANIFESTS_WRITTEN:
+        if key in session.MANIFESTS_WRITTEN:
             return
-        _MANIFESTS_WRITTEN.add(key)
+        session.MANIFESTS_WRITTEN.add(key)
         try:
             write_run_manifest(self._full or self.cfg, role=self.role, rank=self.rank)
         except Exception as exc:
-            self._warn_once(("manifest",), "could not write run.json under %s: %s: %s", key, type(exc).__name__, exc)
+            self._warn(("manifest",), "could not write run.json under %s: %s: %s", key, type(exc).__name__, exc)
 
-    def _warn_once(self, key: Any, msg: str, *args: Any) -> None:
-        warned = getattr(self, "_warned", None)
-        if warned is None:
-            warned = self._warned = set()
-        if key not in warned:
-            warned.add(key)
-            log.warning(msg, *args)
+    def _warn(self, key: tuple[Any, ...], msg: str, *args: Any) -> None:
+        """Once per profiler (two colocated profilers each report their own failure)."""
+        warn_once((getattr(self, "_warn_scope", 0),) + key, msg, *args)
 
     def _tracer_enter(self, name: str, cat: str, args: dict[str, Any]):
         try:
@@ -573,71 +452,13 @@ class IntegratedProfiler:
             span.__enter__()
             return span
         except Exception as exc:
-            self._warn_once(("tracer", type(exc).__name__), "tracer span %r failed: %s: %s", name, type(exc).__name__, exc)
+            self._warn(("tracer", type(exc).__name__), "tracer span %r failed: %s: %s", name, type(exc).__name__, exc)
             return None
 
     def _tracer_exit(self, span: Any) -> None:
         try:
             span.__exit__(None, None, None)
         except Exception as exc:
-            self._warn_once(("tracer-exit", type(exc).__name__), "tracer span end failed: %s: %s", type(exc).__name__, exc)
+            self._warn(("tracer-exit", type(exc).__name__), "tracer span end failed: %s: %s", type(exc).__name__, exc)
 
 
-@atexit.register
-def _stop_all_at_exit() -> None:
-    """Export whatever is still open when the interpreter exits."""
-    for prof in list(_RUNNING):
-        try:
-            prof.stop()
-        except Exception:
-            pass
-
-
-# ---------------------------------------------------------------------- MindSpeed-style functions
-
-
-class _StageShot:
-    """What `profiler_start(cfg, stage, profiler_iteration=N)` returns: one capture of one stage
-    call; `step()` (or `stop()`) ends it."""
-
-    def __init__(self, prof: IntegratedProfiler, stage: str, iteration: int):
-        self.profiler = prof
-        prof.start(iteration=iteration)
-        self._scope: _StageScope | None = _StageScope(prof, stage)
-        self._scope.__enter__()
-
-    def step(self) -> None:
-        if self._scope is not None:
-            scope, self._scope = self._scope, None
-            scope.__exit__(None, None, None)
-            self.profiler.stop()
-
-    stop = step
-
-
-def get_profiler(cfg: Any, role: str = "integrated", **kwargs: Any) -> IntegratedProfiler:
-    """MindSpeed-style: build (not start) the profiler for `role`."""
-    return IntegratedProfiler(cfg, role, **kwargs)
-
-
-def profiler_start(cfg: Any, role: str = "integrated", profiler_iteration: int | None = None, **kwargs: Any):
-    """MindSpeed-style start. Without `profiler_iteration`: start the role's profiler (None when
-    profiling is off). With it: `role` names a stage, and when the config selects that stage and
-    iteration, one capture of this call starts now (profiler_step ends it); else None."""
-    _, integ = _split_config(cfg)
-    if not integ.profile:
-        return None
-    if profiler_iteration is None:
-        prof = IntegratedProfiler(cfg, role, **kwargs)
-        prof.start()
-        return prof
-    if integ.stages is None or not integ.stage_selected(role) or profiler_iteration not in integ.steps:
-        return None
-    worker_role = kwargs.pop("worker_role", role)
-    return _StageShot(IntegratedProfiler(cfg, worker_role, **kwargs), role, profiler_iteration)
-
-
-def profiler_step(profiler: Any) -> None:
-    """MindSpeed-style step: no-op on None."""
-    if profiler is not None:
-        profiler.step()

@@ -17,9 +17,10 @@ Rules (documented in docs/profiling.md):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
-IDLE, WARMUP, RECORD = "idle", "warmup", "record"
+if TYPE_CHECKING:
+    from mindspeed_profiler.config import IntegratedConfig
 
 
 @dataclass(frozen=True)
@@ -79,17 +80,6 @@ class Plan:
     def stage_call_recorded(self, stage: str, iteration: int) -> bool:
         return self.stages is not None and stage in self.stages and iteration in self.steps
 
-    def action(self, iteration: int, stage: str | None = None) -> str:
-        """IDLE / WARMUP / RECORD for an iteration (continuous) or a stage call (stage mode)."""
-        if self.stages is not None:
-            return RECORD if stage is not None and self.stage_call_recorded(stage, iteration) else IDLE
-        for w in self.windows:
-            if w.first <= iteration <= w.last:
-                return RECORD
-            if w.begin <= iteration < w.first:
-                return WARMUP
-        return IDLE
-
 
 def runs(steps: Iterable[int]) -> list[tuple[int, int]]:
     """Maximal runs of consecutive steps, as inclusive (first, last) pairs, ascending."""
@@ -125,9 +115,9 @@ def make_plan(steps: Sequence[int], warmup: int = 0, stages: Sequence[str] | Non
     return Plan(frozenset(steps), (), tuple(stages))
 
 
-def plan_from_config(cfg) -> Plan:
+def plan_from_config(cfg: IntegratedConfig) -> Plan:
     """The plan for an IntegratedConfig (uses `.steps`, `.warmup_steps`, `.stages`)."""
-    return make_plan(cfg.steps, getattr(cfg, "warmup_steps", 0), cfg.stages)
+    return make_plan(cfg.steps, cfg.warmup_steps, cfg.stages)
 
 
 def schedule_args(window: Window) -> dict[str, int]:

@@ -1,4 +1,7 @@
-"""Shared test fixtures. The real sample traces live in ../shared/data (read-only), beside the repo."""
+"""Shared test fixtures. The real sample traces live in ../shared/data (read-only), beside the repo
+(MSP_SHARED_DATA overrides): use SHARED_DATA or the `shared_data` fixture, never a fixed path.
+Plain helper modules beside this file: profiler_testutil.py (profiler tests), analysis_testutil.py
+(analysis tests), fake_torch_npu.py (the `fake_torch_npu` fixture below installs it)."""
 from __future__ import annotations
 
 import os
@@ -21,3 +24,87 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT
+
+
+# ------------------------------------------------------------------------------ fakes and clusters
+
+
+@pytest.fixture
+def fake_torch_npu():
+    """The default fake torch_npu (tests/fake_torch_npu.py, built from the real signature snapshot),
+    installed in sys.modules for the test and removed afterwards. Tests that need a MODIFIED snapshot
+    build and install their own FakeTorchNpu(snapshot)."""
+    from fake_torch_npu import FakeTorchNpu
+
+    fake = FakeTorchNpu().install()
+    try:
+        yield fake
+    finally:
+        fake.uninstall()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray cluster for the tests of one module: 2 CPUs (the test actors ask for fractions of
+    one), no dashboard, worker logs not forwarded. Ray is imported here, not when conftest is collected."""
+    ray = pytest.importorskip("ray")
+
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+        yield
+    finally:
+        ray.shutdown()
+
+
+# ------------------------------------------------------------------------------ runtime state (markers, tracer)
+
+_STATE_FIELDS = ("mstx_enabled", "device", "markers", "capture_markers", "capture_active", "mstx_domain_include",
+                 "mstx_domain_exclude", "stage", "iteration")
+
+
+@pytest.fixture
+def clean_state():
+    """Save the process's marker / tracer STATE, give the test a clean one (no tracer, markers off),
+    restore it afterwards."""
+    from mindspeed_profiler import mstx
+    from mindspeed_profiler._state import STATE
+    from mindspeed_profiler._warn import reset_warnings
+    from mindspeed_profiler.tracing import shutdown_tracer
+    from mindspeed_profiler.tracing._metrics import METRICS
+
+    saved = {f: getattr(STATE, f) for f in _STATE_FIELDS}
+    shutdown_tracer()
+    STATE.mstx_enabled, STATE.device, STATE.markers, STATE.capture_markers = False, None, None, ()
+    STATE.capture_active = False
+    STATE.mstx_domain_include, STATE.mstx_domain_exclude = (), ()
+    STATE.stage, STATE.iteration = None, None
+    METRICS.on = False
+    METRICS.data.clear()
+    mstx.reset_marker_backends()
+    reset_warnings()
+    yield STATE
+    shutdown_tracer()
+    METRICS.on = False
+    METRICS.data.clear()
+    mstx.reset_marker_backends()
+    for f, v in saved.items():
+        setattr(STATE, f, v)
+
+
+@pytest.fixture
+def runtime_warnings(caplog):
+    """The messages the runtime reported (mindspeed_profiler logger, WARNING and above) during the test."""
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="mindspeed_profiler")
+
+    def messages(match: str = "") -> list[str]:
+        return [r.getMessage() for r in caplog.records
+                if r.name.startswith("mindspeed_profiler") and r.levelno >= logging.WARNING and match in r.getMessage()]
+
+    return messages
+
+
+def tracer_cfg(save_path, **tracer) -> dict:
+    """A profiler_config dict with the tracer on, writing under `save_path`."""
+    return {"integrated": {"profile_save_path": str(save_path)}, "tracer": {"enable": True, **tracer}}

@@ -15,9 +15,12 @@ than the snapshot's MAX_WORKER_NAME_LENGTH), `tensorboard_trace_handler(analyse_
 ASCEND_PROFILER_OUTPUT/, mstx returns range ids. The recorded ProfilerStep#N names are written to
 `FRAMEWORK/fake_steps.json` in the capture directory so tests can check what was recorded.
 
-Usage (tests):
-    fake = FakeTorchNpu().install()      # sys.modules["torch_npu"], ".profiler", ".npu", ...
-    ...; fake.calls_to("torch_npu.profiler.profile.__init__"); fake.uninstall()
+Usage (tests): the `fake_torch_npu` fixture (conftest.py) installs the default fake for one test
+and removes it afterwards:
+    def test_x(fake_torch_npu): ...; fake_torch_npu.calls_to("torch_npu.profiler.profile.__init__")
+A test that needs a modified snapshot installs its own:
+    fake = FakeTorchNpu(snapshot).install()      # sys.modules["torch_npu"], ".profiler", ".npu", ...
+    try: ... finally: fake.uninstall()
 Helper T reuses it for mstx: fake.calls_to("torch_npu.npu.mstx.range_start"), fake.mstx_events.
 """
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Helpers for the profiler tests: a tiny real training loop and readers for what captures wrote."""
+"""Helpers for the profiler tests: a config with profiling on, a tiny real training loop and readers for
+what captures wrote."""
 from __future__ import annotations
 
 import gzip
@@ -9,9 +10,17 @@ from typing import Any, Iterable
 
 import torch
 
+from mindspeed_profiler import load_config
 from mindspeed_profiler.backends import layout
 
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def profile_config(save_path: Path, backend: str = "torch", **integrated: Any) -> Any:
+    """A loaded ProfilerConfig with the integrated profiler on, writing under `save_path`, on `backend`
+    (torch.profiler by default; the npu tests pass "auto" so that the installed fake torch_npu is picked)."""
+    return load_config({"integrated": {"profile": True, "profile_save_path": str(save_path), "backend": backend,
+                                       **integrated}})
 
 
 def train(prof: Any, iters: int, stages: Iterable[str] = ("actor_generate", "actor_update"), seed: int = 0,

@@ -1,7 +1,7 @@
 """Stage x rank rows and slow-rank flags (pure functions, hand-computed medians)."""
 from __future__ import annotations
 
-from mindspeed_profiler.analysis.crossrank import slow_ranks, stage_rank_rows
+from mindspeed_profiler.analysis.analyzers.crossrank import slow_ranks, stage_rank_rows
 
 
 def cap(path, rank, busy, steps=1, stage="actor_update", role="actor", status="ok"):

@@ -1,6 +1,6 @@
 """Our own capture layout (docs/formats.md) from a REAL torch.profiler run on CPU, analysed:
 identity from mindspeed_profiler_meta.json, steps, op counts, annotations, stage x rank,
-the SQLite export and compare."""
+the SQLite export and compare; Kineto's relative timestamps made absolute."""
 from __future__ import annotations
 
 import gzip
@@ -8,11 +8,12 @@ import json
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from mindspeed_profiler.analysis.driver import analyse_directory
+from mindspeed_profiler.analysis.batch import analyse_directory
 
 N_MM = {0: 3, 1: 6}   # matmuls per step on each rank
 
@@ -116,3 +117,17 @@ def test_report_command_regenerates(run_dir):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert Path(p.stdout.strip()) == html and "aten::mm" in html.read_text()
+
+
+def test_kineto_base_time_makes_start_absolute(tmp_path):
+    """Kineto (torch >= 2.x) writes ts relative to baseTimeNanoseconds: start_us must be epoch us."""
+    before = time.time() * 1e6
+    d = capture(tmp_path, 0)
+    after = time.time() * 1e6
+    raw = json.loads(gzip.decompress(next(d.glob("*.json.gz")).read_bytes()))
+    if "baseTimeNanoseconds" not in raw:
+        pytest.skip("this torch writes absolute timestamps")
+    summary, code = analyse_directory(tmp_path, jobs=1, progress=False, html=False)
+    c = summary["captures"][0]
+    assert before <= c["start_us"] <= after
+    assert all(before <= s["start_us"] <= after for s in c["steps"])

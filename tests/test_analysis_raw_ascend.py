@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from mindspeed_profiler.analysis.driver import analyse_directory
+from mindspeed_profiler.analysis.batch import analyse_directory
 
-DATA = Path("/work/shared/data")
 CAPTURE = "actor_update/actor_rank3_step2-2_node1_4321_20261129080000123_ascend_pt"
 
 
@@ -35,7 +34,7 @@ def make_raw(root: Path) -> Path:
     return cap
 
 
-def test_raw_capture_without_torch_npu_is_reported(tmp_path):
+def test_raw_capture_without_torch_npu_is_reported(tmp_path, shared_data):
     try:
         import importlib.util
         if importlib.util.find_spec("torch_npu") is not None:
@@ -43,7 +42,7 @@ def test_raw_capture_without_torch_npu_is_reported(tmp_path):
     except Exception:  # noqa: BLE001
         pass
     cap = make_raw(tmp_path)
-    shutil.copy(DATA / "kineto" / "gpu_rank0.json.gz", tmp_path / "other.json.gz")
+    shutil.copy(shared_data / "kineto" / "gpu_rank0.json.gz", tmp_path / "other.json.gz")
     summary, code = analyse_directory(tmp_path, jobs=2, progress=False)
     caps = {c["path"]: c for c in summary["captures"]}
     raw = caps[CAPTURE]
@@ -72,14 +71,14 @@ def analyse(profiler_path: str, max_process_number: int = os.cpu_count() // 2,
 '''
 
 
-def test_raw_capture_parsed_with_torch_npu(tmp_path, monkeypatch):
+def test_raw_capture_parsed_with_torch_npu(tmp_path, monkeypatch, shared_data):
     fake = tmp_path / "fake"
     (fake / "torch_npu" / "profiler").mkdir(parents=True)
     (fake / "torch_npu" / "__init__.py").write_text("")
     (fake / "torch_npu" / "profiler" / "__init__.py").write_text("")
     log = tmp_path / "calls.jsonl"
     (fake / "torch_npu" / "profiler" / "profiler.py").write_text(
-        textwrap.dedent(FAKE.format(data=str(DATA / "ascend"), log=str(log))))
+        textwrap.dedent(FAKE.format(data=str(shared_data / "ascend"), log=str(log))))
     monkeypatch.setenv("PYTHONPATH", str(fake))
     root = tmp_path / "run"
     cap = make_raw(root)

@@ -1,5 +1,6 @@
-"""Analysis figures on the real traces in /work/shared/data, checked against values computed here
-independently (plain json / csv, Python loops, no numpy, no code from the package)."""
+"""Analysis figures on the real sample traces (conftest.SHARED_DATA: ../shared/data beside the
+repository, or $MSP_SHARED_DATA), checked against values computed here independently (plain json /
+csv, Python loops, no numpy, no code from the package)."""
 from __future__ import annotations
 
 import csv
@@ -7,16 +8,13 @@ import gzip
 import json
 import shutil
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 
-from mindspeed_profiler.analysis.driver import analyse_directory
+from conftest import SHARED_DATA
+from mindspeed_profiler.analysis.batch import analyse_directory
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-if not DATA.is_dir():
-    DATA = Path("/work/shared/data")
-pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"sample data not found at {DATA}")
+pytestmark = pytest.mark.usefixtures("shared_data")   # every test reads the sample data: skip, saying where, without it
 
 
 def plain_union(intervals):
@@ -35,9 +33,9 @@ def plain_union(intervals):
 
 
 @pytest.fixture(scope="module")
-def analysed(tmp_path_factory):
+def analysed(tmp_path_factory, shared_data):
     root = tmp_path_factory.mktemp("data")
-    shutil.copytree(DATA, root, dirs_exist_ok=True)
+    shutil.copytree(shared_data, root, dirs_exist_ok=True)
     summary, code = analyse_directory(root, jobs=2, progress=False, top_n=50)
     return root, summary, code, {c["path"]: c for c in summary["captures"]}
 
@@ -57,7 +55,7 @@ def test_everything_found_and_ok(analysed):
 @pytest.mark.parametrize("rank", [0, 1])
 def test_gpu_kineto_device_breakdown(analysed, rank):
     c = analysed[3][f"kineto/gpu_rank{rank}.json.gz"]
-    ev = json.load(gzip.open(DATA / "kineto" / f"gpu_rank{rank}.json.gz"))["traceEvents"]
+    ev = json.load(gzip.open(SHARED_DATA / "kineto" / f"gpu_rank{rank}.json.gz"))["traceEvents"]
     dev = [e for e in ev if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     comp = [(e["ts"], e["ts"] + e["dur"]) for e in dev if e["cat"] == "kernel" and "nccl" not in e["name"].lower()]
     comm = [(e["ts"], e["ts"] + e["dur"]) for e in dev if e["cat"] == "kernel" and "nccl" in e["name"].lower()]
@@ -80,7 +78,7 @@ def test_gpu_kineto_steps_kernels_and_rank0_literals(analysed):
     c = analysed[3]["kineto/gpu_rank0.json.gz"]
     # literal values read from the file by hand (ProfilerStep#551 / #552 "dur")
     assert [(s["step"], s["dur_us"]) for s in c["steps"]] == [(551, 607312.0), (552, 622928.0)]
-    ev = json.load(gzip.open(DATA / "kineto" / "gpu_rank0.json.gz"))["traceEvents"]
+    ev = json.load(gzip.open(SHARED_DATA / "kineto" / "gpu_rank0.json.gz"))["traceEvents"]
     nccl = [e["dur"] for e in ev if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel_SendRecv")]
     top = c["top_kernels"][0]
     assert top["name"].startswith("ncclKernel_SendRecv") and top["class"] == "communication"
@@ -97,7 +95,7 @@ def test_gpu_kineto_steps_kernels_and_rank0_literals(analysed):
 def test_gpu_kineto_self_time_matches_a_stack_walk(analysed):
     """Self time of cpu ops = dur - direct children, children found with a per-thread stack."""
     c = analysed[3]["kineto/gpu_rank0.json.gz"]
-    ev = json.load(gzip.open(DATA / "kineto" / "gpu_rank0.json.gz"))["traceEvents"]
+    ev = json.load(gzip.open(SHARED_DATA / "kineto" / "gpu_rank0.json.gz"))["traceEvents"]
     host = [e for e in ev if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime")]
     by_thread = {}
     for e in host:
@@ -122,7 +120,7 @@ def test_gpu_kineto_self_time_matches_a_stack_walk(analysed):
 
 def test_cpu_only_kineto(analysed):
     c = analysed[3]["kineto/cpu_only_rank34.pt.trace.json.gz"]
-    ev = json.load(gzip.open(DATA / "kineto" / "cpu_only_rank34.pt.trace.json.gz"))["traceEvents"]
+    ev = json.load(gzip.open(SHARED_DATA / "kineto" / "cpu_only_rank34.pt.trace.json.gz"))["traceEvents"]
     gloo = [e["dur"] for e in ev if e.get("name") == "gloo:all_reduce"]
     assert c["device"] is None and c["rank"] == 34
     ann = {a["name"]: a for a in c["annotations"]}
@@ -136,7 +134,7 @@ def test_cpu_only_kineto(analysed):
 
 def test_ascend_trace_view_string_timestamps(analysed):
     c = analysed[3]["ascend"]
-    ev = json.load(open(DATA / "ascend" / "trace_view.json"))
+    ev = json.load(open(SHARED_DATA / "ascend" / "trace_view.json"))
     hw_pid = next(e["pid"] for e in ev if e.get("ph") == "M" and e["name"] == "process_name"
                   and e["args"]["name"] == "Ascend Hardware")
     hw = [(Decimal(e["ts"]), Decimal(e["ts"]) + Decimal(str(e["dur"]))) for e in ev
@@ -162,7 +160,7 @@ def test_ascend_trace_view_string_timestamps(analysed):
 
 def test_ascend_kernel_details_with_tabs(analysed):
     c = analysed[3]["ascend"]
-    with open(DATA / "ascend" / "kernel_details.csv", newline="") as f:
+    with open(SHARED_DATA / "ascend" / "kernel_details.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert "\t" in rows[0]["Start Time(us)"]   # the real quirk is there
     totals = {}
@@ -178,10 +176,10 @@ def test_ascend_kernel_details_with_tabs(analysed):
 
 
 def test_kernel_details_alone_gives_device_breakdown(tmp_path):
-    shutil.copy(DATA / "ascend" / "kernel_details.csv", tmp_path)
+    shutil.copy(SHARED_DATA / "ascend" / "kernel_details.csv", tmp_path)
     summary, code = analyse_directory(tmp_path, jobs=1, progress=False, html=False)
     c = summary["captures"][0]
-    with open(DATA / "ascend" / "kernel_details.csv", newline="") as f:
+    with open(SHARED_DATA / "ascend" / "kernel_details.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     iv = [(Decimal(r["Start Time(us)"].strip()), Decimal(r["Start Time(us)"].strip()) + Decimal(r["Duration(us)"]))
           for r in rows]
@@ -192,7 +190,7 @@ def test_kernel_details_alone_gives_device_breakdown(tmp_path):
 
 def test_cluster_step_trace(analysed):
     c = analysed[3]["ascend/cluster_step_trace_time.csv"]
-    with open(DATA / "ascend" / "cluster_step_trace_time.csv", newline="") as f:
+    with open(SHARED_DATA / "ascend" / "cluster_step_trace_time.csv", newline="") as f:
         rows = [r for r in csv.DictReader(f) if r["Type"] == "rank"]
     assert [r["rank"] for r in c["ranks"]] == [int(r["Index"]) for r in rows] == list(range(8))
     for got, r in zip(c["ranks"], rows):

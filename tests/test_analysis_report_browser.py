@@ -12,14 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from mindspeed_profiler.analysis.driver import analyse_directory
+from mindspeed_profiler.analysis.batch import analyse_directory
 
 from test_analysis_timeline import STAGES, trace
 
-DATA = Path("/work/shared/data")
 CHROME = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
-pytestmark = [pytest.mark.skipif(CHROME is None, reason="chromium not installed (apt-get install -y chromium)"),
-              pytest.mark.skipif(not DATA.is_dir(), reason="sample data missing")]
+pytestmark = pytest.mark.skipif(CHROME is None, reason="chromium not installed (apt-get install -y chromium)")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--enable-logging=stderr", "--v=0"]
@@ -41,9 +39,9 @@ def test_console_error_detection_works(tmp_path):
     assert any("undefinedFunction" in ln for ln in console_errors(p.stderr)), p.stderr[-2000:]
 
 
-def test_report_renders_without_console_errors(tmp_path):
+def test_report_renders_without_console_errors(tmp_path, shared_data):
     root = tmp_path / "run"
-    shutil.copytree(DATA, root)
+    shutil.copytree(shared_data, root)
     (root / "timeline").mkdir()
     (root / "timeline" / "timeline.json.gz").write_bytes(gzip.compress(json.dumps(trace()).encode()))
     summary, code = analyse_directory(root, jobs=2, progress=False)

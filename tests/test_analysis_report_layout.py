@@ -1,12 +1,16 @@
 """report.html layout on an RL timeline shaped like a real GRPO run (40 iterations, a 4.5 s start-up
 in iteration 1, 10 ms reference spans): iteration labels that do not overlap, time ticks, spans
-wide enough to see, the zoomed median iteration, and the per-iteration pivot of stage walls."""
+wide enough to see, the zoomed median iteration, and the per-iteration pivot of stage walls; a very
+long run lists only its longest iterations."""
 from __future__ import annotations
 
 from html.parser import HTMLParser
 
-from mindspeed_profiler.analysis import report_html
-from mindspeed_profiler.analysis.timeline import analyse_timeline
+from analysis_testutil import stage_timeline
+from mindspeed_profiler.analysis import report
+from mindspeed_profiler.analysis.report.fmt import ms
+from mindspeed_profiler.analysis.report.timeline_svg import GANTT_LEFT, MIN_SPAN_PX
+from mindspeed_profiler.analysis.analyzers.stages import analyse_timeline
 
 WORKERS = {2: ("actor", 0), 3: ("actor", 1), 4: ("reference", 0)}
 
@@ -72,7 +76,7 @@ class Page(HTMLParser):
 
 def render(tl: dict) -> Page:
     p = Page()
-    p.feed(report_html.render({"captures": [], "counts": {}, "timeline": tl, "options": {}}))
+    p.feed(report.render({"captures": [], "counts": {}, "timeline": tl, "options": {}}))
     return p
 
 
@@ -88,15 +92,15 @@ def test_iteration_labels_do_not_overlap_and_the_axis_has_ticks():
     ticks = [txt for tag, a, txt in g if tag == "text" and txt.endswith(" s")]
     assert len(ticks) >= 4                                       # a time axis in seconds
     spans = [a for tag, a, _ in g if tag == "rect" and a.get("class") == "span"]
-    assert len(spans) == 7 * 150 and min(float(a["width"]) for a in spans) >= report_html.MIN_SPAN_PX
+    assert len(spans) == 7 * 150 and min(float(a["width"]) for a in spans) >= MIN_SPAN_PX
     # the 4.5 s start-up before the first span is not drawn: the axis starts at the first span
-    assert min(float(a["x"]) for a in spans) == report_html.GANTT_LEFT
+    assert min(float(a["x"]) for a in spans) == GANTT_LEFT
 
 
 def test_zoom_shows_the_median_iteration():
     tl = analyse_timeline(grpo_like(40))
     med = sorted(tl["iterations"], key=lambda it: (it["dur_us"], it["iteration"]))[19]
-    page = report_html.render({"captures": [], "counts": {}, "timeline": tl, "options": {}})
+    page = report.render({"captures": [], "counts": {}, "timeline": tl, "options": {}})
     assert f'iteration {med["iteration"]}, the median-duration one of 40 iterations' in page
     z = render(tl).svg["zoom"]
     zs = [a for tag, a, _ in z if tag == "rect" and a.get("class") == "zspan"]
@@ -115,13 +119,13 @@ def test_pivot_has_one_row_per_iteration_and_one_column_per_stage():
     for r, it in zip(body, tl["iterations"]):
         assert float(r[1][0]) == it["dur_us"]
         assert [float(c[0]) for c in r[2:]] == [it["stages"][s]["wall_us"] for s in stages]
-        assert r[2][1] == report_html.ms(it["stages"]["actor_generate"]["wall_us"])
+        assert r[2][1] == ms(it["stages"]["actor_generate"]["wall_us"])
 
 
 def test_pivot_leaves_a_missing_stage_empty_and_long_tables_collapse():
     tl = analyse_timeline(grpo_like(60))
     del tl["iterations"][3]["stages"]["reference_compute_log_prob"]
-    page = report_html.render({"captures": [], "counts": {}, "timeline": tl, "options": {}})
+    page = report.render({"captures": [], "counts": {}, "timeline": tl, "options": {}})
     p = Page()
     p.feed(page)
     assert len(p.pivot) == 61 and p.pivot[4][4] == ["", ""]
@@ -129,3 +133,15 @@ def test_pivot_leaves_a_missing_stage_empty_and_long_tables_collapse():
     assert len([a for tag, a, _ in p.svg["iterbars"] if tag == "text" and _.startswith("iter ")]) == 60
     # the start-up iteration's bar is cut at BAR_CAP x the median, and says so
     assert "» 4,7" in page
+
+
+def test_report_lists_at_most_the_longest_iterations():
+    from mindspeed_profiler.analysis.report.sections import MAX_ITERATION_ROWS
+    # 400 iterations of 100 us, except iteration 7 (1000 us): the tables keep 300 rows and iteration 7
+    n = MAX_ITERATION_ROWS + 100
+    spans = [("w", "a", k, k * 1000, 1000 if k == 7 else 100) for k in range(1, n + 1)]
+    tl = analyse_timeline(stage_timeline(spans, []))
+    page = report.render({"captures": [], "counts": {}, "timeline": tl, "options": {}})
+    body = page.split("Iterations: overlap, idle and critical path")[1].split("</table>")[0]
+    assert body.count("<tr") == MAX_ITERATION_ROWS + 1        # + the header row
+    assert ">7</td><td" in body and f"{n} iterations: the bars and tables below show the" in page

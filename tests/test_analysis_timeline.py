@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
-import types
 
 import pytest
 
-from mindspeed_profiler.analysis.driver import analyse_directory
-from mindspeed_profiler.analysis.timeline import analyse_timeline, critical_path
+from analysis_testutil import stage_timeline
+from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.analyzers.critical_path import critical_path
+from mindspeed_profiler.analysis.analyzers.stages import analyse_timeline
 
 WORKERS = {1: ("driver", None, None), 2: ("ActorGroup:0", "actor", 0), 3: ("ActorGroup:1", "actor", 1),
            4: ("RefGroup:0", "reference", 0)}
@@ -72,7 +72,7 @@ def test_per_iteration_breakdown():
 
 def test_slow_ranks_use_the_median_span():
     """A worker whose one call was slow (warm-up) is not flagged; one slow on most calls is."""
-    from mindspeed_profiler.analysis.crossrank import stage_rank_rows
+    from mindspeed_profiler.analysis.analyzers.crossrank import stage_rank_rows
 
     spans = []
     for it in range(1, 6):
@@ -113,32 +113,32 @@ def test_timeline_in_a_profile_dir(tmp_path):
     assert html.count('class="span"') == len(STAGES)
 
 
-def test_segments_only_use_build_timeline(tmp_path, monkeypatch):
-    d = tmp_path / "timeline"
-    d.mkdir()
-    (d / "actor_0.seg.jsonl").write_text("{}\n")
-    calls = []
-    fake = types.ModuleType("mindspeed_profiler.tracing.merge")
+def test_segments_only_are_merged_in_memory_like_the_merged_file(tmp_path):
+    """A timeline directory with only segments (no merge ran) gives the same analysis as its
+    merged timeline.json; the segments are real ones, written by the tracer's recorder."""
+    from mindspeed_profiler.analysis.merge import write_timeline
+    from mindspeed_profiler.tracing.recorder import Recorder
+    from mindspeed_profiler.tracing.sinks import FileSink
 
-    def build_timeline(timeline_dir: str) -> dict:   # the contract's signature
-        calls.append(timeline_dir)
-        return trace()
-    fake.build_timeline = build_timeline
-    monkeypatch.setitem(sys.modules, "mindspeed_profiler.tracing.merge", fake)
-    summary, code = analyse_directory(tmp_path, jobs=1, progress=False)
-    assert code == 0 and calls == [str(d)]
-    assert summary["timeline"]["iterations"][0]["overlap_us"] == 200
-
-
-def test_segments_without_tracing_package(tmp_path, monkeypatch):
-    d = tmp_path / "timeline"
-    d.mkdir()
-    (d / "actor_0.seg.jsonl").write_text("{}\n")
-    monkeypatch.setitem(sys.modules, "mindspeed_profiler.tracing.merge", None)   # import -> ImportError
-    summary, code = analyse_directory(tmp_path, jobs=1, progress=False)
-    (cap,) = summary["captures"]
-    assert code == 1 and cap["status"] == "failed"
-    assert "seg.jsonl" in cap["error"] and "mindspeed-profiler merge" in cap["error"]
+    d = tmp_path / "run" / "timeline"
+    for rank in (0, 1):
+        rec = Recorder("actor", rank, FileSink(str(d), f"actor_rank{rank}_h_{100 + rank}.seg.jsonl"), start_thread=False)
+        rec.pid = rec.header["pid"] = 100 + rank   # two processes of one machine
+        base = rec.anchor.mono_ns
+        for it in (1, 2):
+            t = base + it * 10_000_000
+            rec.add(("X", "iteration", "iteration", t, 9_000_000, 1, 0, {"iteration": it}, None, None))
+            rec.add(("X", "actor_update", "stage", t + 1_000_000, (3 + rank) * 1_000_000, 1, 0,
+                     {"iteration": it, "stage": "actor_update", "role": "actor", "rank": rank}, None, None))
+        rec.close()
+    from_segments, code = analyse_directory(tmp_path / "run", jobs=1, progress=False, write=False)
+    assert code == 0 and from_segments["timeline"]["n_iterations"] == 2
+    write_timeline(str(d))
+    from_merged, code = analyse_directory(tmp_path / "run", jobs=1, progress=False, write=False)
+    assert code == 0
+    assert from_segments["timeline"] == from_merged["timeline"]
+    rows = {r["rank"]: r["median_us"] for r in from_merged["timeline"]["stage_worker"]}
+    assert rows == {0: 3000.0, 1: 4000.0}
 
 
 def test_no_stage_spans_is_reported_not_failed():
@@ -146,3 +146,33 @@ def test_no_stage_spans_is_reported_not_failed():
     assert tl["iterations"] == [] and "no 'stage' or 'iteration' spans" in tl["warning"]
     with pytest.raises(ValueError, match="no traceEvents"):
         analyse_timeline({"foo": 1})
+
+
+def test_overlap_is_time_with_two_or_more_stages():
+    # three stages all running over [0, 100]: 100 us with >= 2 stages (sum of walls - union = 200)
+    # plus stage d alone over [200, 300]; a and d touch nothing
+    t = analyse_timeline(stage_timeline([("w1", "a", 1, 0, 100), ("w2", "b", 1, 0, 100), ("w3", "c", 1, 0, 100),
+                                         ("w1", "d", 1, 200, 100)], [(1, 0, 400)]))
+    it = t["iterations"][0]
+    assert it["overlap_us"] == 100.0 and it["stage_covered_us"] == 200.0
+
+
+def test_idle_lists_a_worker_without_spans_in_the_iteration():
+    # w2 works only in iteration 1, so in iteration 2 (100 us) it is idle all the time
+    t = analyse_timeline(stage_timeline([("w1", "a", 1, 0, 50), ("w2", "b", 1, 0, 80), ("w1", "a", 2, 100, 30)],
+                                        [(1, 0, 100), (2, 100, 100)]))
+    assert t["iterations"][1]["idle_per_worker_us"] == {"w1:0": 70.0, "w2:0": 100.0}
+
+
+def test_timeline_index_keeps_spans_without_iteration_number():
+    # spans are found per iteration through an index (a scan per iteration was quadratic in long
+    # runs); a span without args.iteration that starts long before a window still counts in it:
+    # "sync" runs [50, 350] and covers iteration 2 = [100, 200] and 3 = [200, 300] (clipped: 100 each)
+    spans = [("w1", "a", 1, 0, 80), ("w1", "a", 2, 100, 30), ("w1", "a", 3, 200, 30)]
+    tr = stage_timeline(spans, [(1, 0, 100), (2, 100, 100), (3, 200, 100)])
+    tr["traceEvents"].append({"ph": "X", "cat": "stage", "name": "sync", "pid": 1, "tid": 1, "ts": 50, "dur": 300,
+                              "args": {"role": "w2", "rank": 0, "stage": "sync"}})
+    its = analyse_timeline(tr)["iterations"]
+    assert [it["stages"]["sync"]["total_us"] for it in its] == [50.0, 100.0, 100.0]
+    assert [it["stages"]["a"]["total_us"] for it in its] == [80.0, 30.0, 30.0]
+    assert [it["overlap_us"] for it in its] == [30.0, 30.0, 30.0]   # a and sync together

@@ -6,11 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
+from conftest import REPO_ROOT
 from mindspeed_profiler.cli import main
 
-PRESETS = Path(__file__).resolve().parents[1] / "configs" / "profiler_config"
+PRESETS = REPO_ROOT / "configs" / "profiler_config"
 DATA = Path(__file__).parent / "data"
 
 
@@ -44,3 +46,18 @@ def test_overrides_fix_errors(capsys):
 def test_missing_file(tmp_path, capsys):
     assert main(["check-config", str(tmp_path / "nope.yaml")]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_check_config_usage_does_not_call_overrides_required(capsys):
+    with pytest.raises(SystemExit):
+        main(["check-config"])
+    err = capsys.readouterr().err
+    assert "file" in err and "OVERRIDE" not in err.split("required:")[-1]
+
+
+def test_version_flag(capsys):
+    from mindspeed_profiler import __version__
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and __version__ in capsys.readouterr().out

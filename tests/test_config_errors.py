@@ -165,24 +165,60 @@ def test_parallel_ranks():
     assert path == "profiler_config.integrated.profile_parallel_ranks.tq" and "did you mean 'tp'" in msg
 
 
+def test_non_finite_numbers_rejected():
+    found = dict(problems({"integrated": {"trace_size_budget_mb": float("inf")}, "tracer": {"flush_interval_s": float("inf")}},
+                          check_paths=False))
+    assert set(found) == {"profiler_config.integrated.trace_size_budget_mb", "profiler_config.tracer.flush_interval_s"}
+
+
 # --- system (nsys / rocprof-sys) -------------------------------------------------------------
 
+ENABLED = "profiler_config.system.enabled"
+
+
 def S(**fields):
-    return {"profiler_config": {"system": fields}}
+    """A system section; disabled unless said otherwise (`enabled: true` is refused in this version)."""
+    return {"profiler_config": {"system": {"enabled": False, **fields}}}
+
+
+@pytest.mark.parametrize("section", [{"backend": "nsight"}, {"backend": "nsight", "enabled": True},
+                                     {"backend": "rocprof_sys", "enabled": True}])
+def test_system_capture_not_available_yet(section):
+    # `enabled` defaults to true when the section is present: both spellings are refused at load
+    path, msg = one({"profiler_config": {"system": section}})
+    assert path == ENABLED
+    assert "not available in this version" in msg and "nsight / rocprof_sys" in msg
+    assert "enabled: false" in msg and "remove" in msg
+    assert load_config({"profiler_config": {"system": {**section, "enabled": False}}}).system.enabled is False
+
+
+def test_system_capture_not_available_reported_with_other_mistakes():
+    ps = problems({"profiler_config": {"system": {"backend": "nsight", "options": {"-t": "cuda"}}}})
+    assert sorted(p for p, _ in ps) == [ENABLED, "profiler_config.system.options.-t"]
+    ps = problems({"profiler_config": {"system": {"backend": "nsight", "enabled": True, "flags": ["--stats"]},
+                                       "integrated": {"profile": "yes"}}})
+    assert sorted(p for p, _ in ps) == ["profiler_config.integrated.profile", ENABLED, "profiler_config.system.flags"]
+
+
+def test_system_bad_enabled_value_reported_once():
+    (path, msg), = problems({"profiler_config": {"system": {"backend": "nsight", "enabled": "no"}}})
+    assert path == ENABLED and "expected true or false" in msg
 
 
 def test_system_backend_unknown_and_missing():
     path, msg = one(S(backend="nsys"))
     assert path == "profiler_config.system.backend" and "nsight" in msg and "rocprof_sys" in msg
-    path, msg = one(S(worker_groups=["ActorGroup"]))
-    assert path == "profiler_config.system.backend" and "required" in msg
-    load_config(S(enabled=False))  # a disabled section may omit the backend
+    found = dict(problems({"profiler_config": {"system": {"worker_groups": ["ActorGroup"]}}}))
+    assert set(found) == {"profiler_config.system.backend", ENABLED}
+    assert "required" in found["profiler_config.system.backend"]
+    load_config(S())  # a disabled section may omit the backend
 
 
 def test_nsight_stop_with_many_steps_is_the_rlinf_bug():
     path, msg = one(S(backend="nsight", steps=[3, 10, 50], options={"capture-range-end": "stop"}))
     assert path == "profiler_config.system.options.capture-range-end"
-    assert "only step 3" in msg and "repeat:3" in msg
+    assert "only step 3" in msg and "repeat:3" in msg and "repeat-shutdown:3" in msg
+    assert "default" not in msg  # nothing defaults capture-range-end at run time: promise no default
     # one step with stop is fine; repeat is fine
     load_config(S(backend="nsight", steps=[3], options={"capture-range-end": "stop"}))
     load_config(S(backend="nsight", steps=[3, 10], options={"capture-range-end": "repeat:2"}))
@@ -231,7 +267,7 @@ def test_three_mistakes_reported_together():
 def test_errors_across_sections_reported_together():
     ps = problems({"profiler_config": {"integrated": {"profile_step_start": 4, "profile_step_end": 2},
                                        "tracer": {"flush_every_events": 0},
-                                       "system": {"backend": "perf"}}})
+                                       "system": {"backend": "perf", "enabled": False}}})
     assert {p.split(".")[1] for p, _ in ps} == {"integrated", "tracer", "system"}
     text = str(ProfilerConfigError(ps))
     assert text.startswith("3 problem(s) in profiler_config:")

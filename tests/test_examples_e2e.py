@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO_ROOT
 pytestmark = pytest.mark.slow
 
 
 def _run(module: str, tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(REPO), RAY_ADDRESS="")
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), RAY_ADDRESS="")
     env.pop("RAY_ADDRESS")
-    out = subprocess.run([sys.executable, "-m", module, *overrides], cwd=REPO, env=env, capture_output=True,
+    out = subprocess.run([sys.executable, "-m", module, *overrides], cwd=REPO_ROOT, env=env, capture_output=True,
                          text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return out
@@ -72,13 +72,13 @@ def test_failed_run_still_exports_open_captures(tmp_path):
     """A worker error (temperature 0 makes the sampling probabilities NaN) fails the run quickly, and
     the captures open at that moment are still stopped and written by every worker."""
     save = tmp_path / "prof"
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     env.pop("RAY_ADDRESS", None)
     out = subprocess.run([sys.executable, "-m", "examples.grpo.train_grpo", "--no-analyse", "grpo.temperature=0",
                           "profiler_config.integrated.stage=all", "profiler_config.integrated.profile_step_start=1",
                           "profiler_config.integrated.profile_step_end=2",
                           f"profiler_config.integrated.profile_save_path={save}"],
-                         cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+                         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode != 0
     assert "probability tensor contains" in out.stderr
     metas = [json.loads(p.read_text()) for p in save.glob("all/*_pt/mindspeed_profiler_meta.json")]

@@ -20,7 +20,7 @@ class _NoRay:
     (dpo, "dpo.pairs_per_iteration=5"),
 ])
 def test_uneven_batch_rejected_before_ray(monkeypatch, module, override):
-    monkeypatch.setattr("examples.common.driver.RayCluster", _NoRay)
+    monkeypatch.setattr("examples.common.trainer.RayCluster", _NoRay)
     with pytest.raises(ValueError, match="actor_ranks"):
         module.run(module.Path(module.__file__).with_suffix("").parent / ("grpo.yaml" if module is grpo else "dpo.yaml"),
                    [override], analyse=False)

@@ -9,7 +9,6 @@ import pytest
 
 from mindspeed_profiler import enable_marker_metrics, mstx_timer_decorator, pop_marker_metrics
 from mindspeed_profiler.tracing import trace_func
-from test_tracing_support import clean_state  # noqa: F401  (fixture)
 
 
 def test_generator_range_covers_the_iteration(clean_state):

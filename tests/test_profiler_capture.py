@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,16 +13,13 @@ import torch
 from mindspeed_profiler import IntegratedProfiler, load_config, profiler_start, profiler_step
 from mindspeed_profiler._state import STATE
 from mindspeed_profiler.backends import layout
-from profiler_testutil import annotations, capture_dirs, load_trace, meta_of, profiler_steps, rel_names, train
-
-
-def cfg_for(tmp_path: Path, **integrated):
-    return load_config({"integrated": {"profile": True, "profile_save_path": str(tmp_path), "backend": "torch", **integrated}})
+from profiler_testutil import (annotations, capture_dirs, load_trace, meta_of, profile_config, profiler_steps, rel_names,
+                               train)
 
 
 @pytest.mark.parametrize("start,end", [(1, 2), (2, 4), (3, 6)])
 def test_window_captures_exactly_its_steps(tmp_path, start, end):
-    prof = IntegratedProfiler(cfg_for(tmp_path, profile_step_start=start, profile_step_end=end), role="actor", rank=0, world_size=1)
+    prof = IntegratedProfiler(profile_config(tmp_path, profile_step_start=start, profile_step_end=end), role="actor", rank=0, world_size=1)
     train(prof, 7)
     assert rel_names(tmp_path) == [f"all/actor_rank0_step{start}-{end - 1}"]
     (d,) = capture_dirs(tmp_path)
@@ -42,7 +38,7 @@ def test_window_captures_exactly_its_steps(tmp_path, start, end):
     ([1, 4, 5, 7], 2, {"1-1": [1], "4-5": [4, 5], "7-7": [7]}),
 ])
 def test_step_list_one_capture_per_run(tmp_path, steps, warmup, expected):
-    prof = IntegratedProfiler(cfg_for(tmp_path, profile_steps=steps, warmup_steps=warmup), role="actor", rank=0, world_size=1)
+    prof = IntegratedProfiler(profile_config(tmp_path, profile_steps=steps, warmup_steps=warmup), role="actor", rank=0, world_size=1)
     train(prof, 8, stages=("actor_update",))
     got = {}
     for d in capture_dirs(tmp_path):
@@ -64,7 +60,7 @@ def test_dpo_warmup_recorded_in_metadata(tmp_path):
 
 
 def test_named_stage_one_capture_per_call(tmp_path):
-    prof = IntegratedProfiler(cfg_for(tmp_path, stage="actor_update", profile_step_start=2, profile_step_end=4), role="actor", rank=0, world_size=1)
+    prof = IntegratedProfiler(profile_config(tmp_path, stage="actor_update", profile_step_start=2, profile_step_end=4), role="actor", rank=0, world_size=1)
     train(prof, 5, repeat={("actor_update", 3): 2})
     assert rel_names(tmp_path) == [
         "actor_update/actor_rank0_step2-2",
@@ -79,11 +75,11 @@ def test_named_stage_one_capture_per_call(tmp_path):
 
 
 def test_stage_list_and_all_stage_annotations(tmp_path):
-    prof = IntegratedProfiler(cfg_for(tmp_path / "list", stage=["actor_generate", "actor_update"], profile_steps=[2]),
+    prof = IntegratedProfiler(profile_config(tmp_path / "list", stage=["actor_generate", "actor_update"], profile_steps=[2]),
                               role="actor", rank=0, world_size=1)
     train(prof, 3)
     assert rel_names(tmp_path / "list") == ["actor_generate/actor_rank0_step2-2", "actor_update/actor_rank0_step2-2"]
-    prof = IntegratedProfiler(cfg_for(tmp_path / "all", profile_step_start=2, profile_step_end=3), role="actor", rank=0, world_size=1)
+    prof = IntegratedProfiler(profile_config(tmp_path / "all", profile_step_start=2, profile_step_end=3), role="actor", rank=0, world_size=1)
     train(prof, 3)
     (d,) = capture_dirs(tmp_path / "all")
     assert {"actor_generate", "actor_update", "ProfilerStep#2"} <= annotations(load_trace(d))
@@ -91,7 +87,7 @@ def test_stage_list_and_all_stage_annotations(tmp_path):
 
 @pytest.mark.parametrize("profile_ranks,expected", [("all", [0, 1, 2, 3]), (2, [2]), ([1, 3], [1, 3])])
 def test_rank_matrix(tmp_path, profile_ranks, expected):
-    cfg = cfg_for(tmp_path, profile_ranks=profile_ranks, profile_step_start=1, profile_step_end=2)
+    cfg = profile_config(tmp_path, profile_ranks=profile_ranks, profile_step_start=1, profile_step_end=2)
     for rank in range(4):
         train(IntegratedProfiler(cfg, role="actor", rank=rank, world_size=4), 2, stages=("actor_update",))
     assert rel_names(tmp_path) == [f"all/actor_rank{r}_step1-1" for r in expected]
@@ -102,7 +98,7 @@ def test_rank_from_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("RANK", "5")
     monkeypatch.setenv("WORLD_SIZE", "8")
     monkeypatch.setenv("LOCAL_RANK", "1")
-    prof = IntegratedProfiler(cfg_for(tmp_path, profile_ranks=[5]), role="ref")
+    prof = IntegratedProfiler(profile_config(tmp_path, profile_ranks=[5]), role="ref")
     train(prof, 1, stages=("reference_compute_log_prob",))
     (d,) = capture_dirs(tmp_path)
     meta = meta_of(d)
@@ -127,7 +123,7 @@ def test_profile_false_builds_nothing(tmp_path, monkeypatch):
 
 
 def test_run_manifest(tmp_path):
-    cfg = cfg_for(tmp_path, profile_ranks=[1])
+    cfg = profile_config(tmp_path, profile_ranks=[1])
     train(IntegratedProfiler(cfg, role="actor", rank=0, world_size=2), 1, stages=())
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["config"]["profiler_config"]["integrated"]["profile_ranks"] == [1]
@@ -140,7 +136,7 @@ def test_run_manifest(tmp_path):
 def test_levels_on_torch(tmp_path):
     def one(level, **extra):
         root = tmp_path / level
-        train(IntegratedProfiler(cfg_for(root, profile_level=level, **extra), role="a", rank=0, world_size=1), 1, stages=("actor_update",))
+        train(IntegratedProfiler(profile_config(root, profile_level=level, **extra), role="a", rank=0, world_size=1), 1, stages=("actor_update",))
         (d,) = capture_dirs(root)
         return load_trace(d), meta_of(d)
 
@@ -160,7 +156,7 @@ def test_levels_on_torch(tmp_path):
 
 
 def test_size_budget_skips_later_captures(tmp_path, caplog):
-    prof = IntegratedProfiler(cfg_for(tmp_path, profile_steps=[1, 3, 5], trace_size_budget_mb=0.001), role="a", rank=0, world_size=1)
+    prof = IntegratedProfiler(profile_config(tmp_path, profile_steps=[1, 3, 5], trace_size_budget_mb=0.001), role="a", rank=0, world_size=1)
     train(prof, 6, stages=("actor_update",))
     statuses = [(m["steps"][0], m["status"]) for m in prof.captures]
     assert statuses == [(1, "ok"), (3, "skipped"), (5, "skipped")]
@@ -169,7 +165,7 @@ def test_size_budget_skips_later_captures(tmp_path, caplog):
 
 
 def test_resume_mid_window(tmp_path):
-    prof = IntegratedProfiler(cfg_for(tmp_path, profile_step_start=2, profile_step_end=6), role="a", rank=0, world_size=1)
+    prof = IntegratedProfiler(profile_config(tmp_path, profile_step_start=2, profile_step_end=6), role="a", rank=0, world_size=1)
     prof.start(iteration=4)
     for _ in range(4):
         torch.ones(3).sum()
@@ -181,7 +177,7 @@ def test_resume_mid_window(tmp_path):
 
 def test_state_written_and_reset(tmp_path):
     seen = {}
-    prof = IntegratedProfiler(cfg_for(tmp_path, mstx=True, profile_step_start=2, profile_step_end=3, mstx_domain_include=["d1"]),
+    prof = IntegratedProfiler(profile_config(tmp_path, mstx=True, profile_step_start=2, profile_step_end=3, mstx_domain_include=["d1"]),
                               role="a", rank=0, world_size=1)
     prof.start()
     seen[1] = (STATE.capture_active, STATE.device, STATE.mstx_enabled, STATE.iteration)
@@ -196,7 +192,7 @@ def test_state_written_and_reset(tmp_path):
     assert seen == {1: (False, "cpu", True, 1), "stage": "actor_update", 2: (True, 2, ("d1",)), 3: False}
     assert (STATE.capture_active, STATE.device, STATE.mstx_enabled, STATE.stage, STATE.iteration) == (False, None, False, None, None)
     # a rank that is not selected does not turn mstx on
-    p2 = IntegratedProfiler(cfg_for(tmp_path / "b", mstx=True, profile_ranks=[1]), role="a", rank=0, world_size=2)
+    p2 = IntegratedProfiler(profile_config(tmp_path / "b", mstx=True, profile_ranks=[1]), role="a", rank=0, world_size=2)
     p2.start()
     assert STATE.mstx_enabled is False
     p2.stop()
@@ -224,14 +220,14 @@ def test_open_capture_exported_at_interpreter_exit(tmp_path):
 
 
 def test_mindspeed_style_functions(tmp_path):
-    cfg = cfg_for(tmp_path, stage="actor_update", profile_step_start=2, profile_step_end=3)
+    cfg = profile_config(tmp_path, stage="actor_update", profile_step_start=2, profile_step_end=3)
     assert profiler_start(cfg, "actor_update", profiler_iteration=1) is None  # outside the window
     assert profiler_start(cfg, "actor_generate", profiler_iteration=2) is None  # stage not selected
     shot = profiler_start(cfg, "actor_update", profiler_iteration=2, worker_role="actor", rank=0, world_size=1)
     torch.ones(8).sum()
     profiler_step(shot)
     assert rel_names(tmp_path) == ["actor_update/actor_rank0_step2-2"]
-    whole = cfg_for(tmp_path / "w", profile_step_start=1, profile_step_end=3)
+    whole = profile_config(tmp_path / "w", profile_step_start=1, profile_step_end=3)
     prof = profiler_start(whole, "integrated", rank=0, world_size=1)
     for _ in range(3):
         profiler_step(prof)
@@ -243,7 +239,7 @@ def test_mindspeed_style_stage_called_twice_in_one_iteration(tmp_path, monkeypat
     """Each profiler_start(..., profiler_iteration=N) builds a new profiler; the second call of the
     stage in iteration N is still `_c2`, even when both start within the same millisecond."""
     monkeypatch.setattr(layout, "time_token", lambda when=None: "20260101000000000")  # one millisecond
-    cfg = cfg_for(tmp_path, stage="actor_update", profile_step_start=2, profile_step_end=3)
+    cfg = profile_config(tmp_path, stage="actor_update", profile_step_start=2, profile_step_end=3)
     for value in (1.0, 2.0):
         shot = profiler_start(cfg, "actor_update", profiler_iteration=2, worker_role="actor", rank=0, world_size=1)
         torch.full((8,), value).sum()
@@ -256,24 +252,24 @@ def test_mindspeed_style_stage_called_twice_in_one_iteration(tmp_path, monkeypat
 def test_taken_capture_dir_name_moves_to_the_next_millisecond(tmp_path, monkeypatch):
     times = iter(["20260101000000000", "20260101000000000", "20260101000000001"])
     monkeypatch.setattr(layout, "time_token", lambda when=None: next(times))
-    first = layout.make_capture_dir(tmp_path, "a_rank0_step1-1_h", "torch")
-    second = layout.make_capture_dir(tmp_path, "a_rank0_step1-1_h", "torch")
+    first = layout.make_capture_dir(tmp_path, "a_rank0_step1-1_h", "pt")
+    second = layout.make_capture_dir(tmp_path, "a_rank0_step1-1_h", "pt")
     assert first.name.endswith("_20260101000000000_pt") and second.name.endswith("_20260101000000001_pt")
     assert layout.parse_capture_dir_name(second.name)["first"] == 1
 
 
 def test_bad_arguments_fail_clearly(tmp_path):
     with pytest.raises(ValueError, match="role"):
-        IntegratedProfiler(cfg_for(tmp_path), role="a/b")
+        IntegratedProfiler(profile_config(tmp_path), role="a/b")
     with pytest.raises(TypeError, match="ProfilerConfig"):
         IntegratedProfiler({"profile": True})
-    prof = IntegratedProfiler(cfg_for(tmp_path), role="a", rank=0, world_size=1)
+    prof = IntegratedProfiler(profile_config(tmp_path), role="a", rank=0, world_size=1)
     with pytest.raises(ValueError, match="1-based"):
         prof.start(iteration=0)
 
 
 def test_stop_during_warmup_leaves_kineto_clean(tmp_path):
-    prof = IntegratedProfiler(cfg_for(tmp_path, profile_step_start=3, profile_step_end=5, warmup_steps=2), role="a", rank=0, world_size=1)
+    prof = IntegratedProfiler(profile_config(tmp_path, profile_step_start=3, profile_step_end=5, warmup_steps=2), role="a", rank=0, world_size=1)
     prof.start()  # iteration 1 begins: warmup
     torch.ones(2).sum()
     prof.stop()
@@ -290,7 +286,7 @@ def test_run_manifest_concurrent_writers(tmp_path):
 
     from mindspeed_profiler.profiler import write_run_manifest
 
-    cfg = cfg_for(tmp_path)
+    cfg = profile_config(tmp_path)
     threads = [threading.Thread(target=write_run_manifest, args=(cfg,), kwargs={"rank": i}) for i in range(8)]
     for t in threads:
         t.start()

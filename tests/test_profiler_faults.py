@@ -9,7 +9,7 @@ import torch
 from mindspeed_profiler import IntegratedProfiler, load_config
 from mindspeed_profiler._state import STATE
 from mindspeed_profiler.backends.torch import TorchBackend
-from profiler_testutil import capture_dirs, load_trace, meta_of, profiler_steps, train
+from profiler_testutil import capture_dirs, load_trace, meta_of, profile_config, profiler_steps, train
 
 
 class InjectedFault(RuntimeError):
@@ -38,10 +38,6 @@ class FaultyBackend(TorchBackend):
         return cap
 
 
-def cfg_for(tmp_path, **kw):
-    return load_config({"integrated": {"profile": True, "profile_save_path": str(tmp_path), "backend": "torch", **kw}})
-
-
 @pytest.fixture(scope="module")
 def baseline_losses():
     off = load_config({"integrated": {"profile": False}})
@@ -51,7 +47,7 @@ def baseline_losses():
 @pytest.mark.parametrize("phase", ["start", "step", "stop", "export"])
 def test_fault_in_any_phase_is_recorded_and_training_goes_on(tmp_path, caplog, baseline_losses, phase):
     caplog.set_level(logging.WARNING, logger="mindspeed_profiler")
-    prof = IntegratedProfiler(cfg_for(tmp_path, profile_steps=[2, 3, 5]), role="a", rank=0, world_size=1,
+    prof = IntegratedProfiler(profile_config(tmp_path, profile_steps=[2, 3, 5]), role="a", rank=0, world_size=1,
                               backend=FaultyBackend(phase))
     losses = train(prof, 6)
     assert losses == baseline_losses  # same numbers as without profiling
@@ -69,7 +65,7 @@ def test_fault_in_any_phase_is_recorded_and_training_goes_on(tmp_path, caplog, b
 
 def test_repeated_failures_are_logged_once(tmp_path, caplog):
     caplog.set_level(logging.WARNING, logger="mindspeed_profiler")
-    prof = IntegratedProfiler(cfg_for(tmp_path, profile_steps=[1, 3, 5]), role="a", rank=0, world_size=1,
+    prof = IntegratedProfiler(profile_config(tmp_path, profile_steps=[1, 3, 5]), role="a", rank=0, world_size=1,
                               backend=FaultyBackend("step", times=3))
     train(prof, 6, stages=("actor_update",))
     assert [m["status"] for m in prof.captures] == ["failed"] * 3
@@ -81,7 +77,7 @@ def test_real_torch_profiler_failure(tmp_path, monkeypatch, baseline_losses):
         raise RuntimeError("Kineto could not start")
 
     monkeypatch.setattr(torch.profiler.profile, "start_trace", broken)
-    prof = IntegratedProfiler(cfg_for(tmp_path, profile_step_start=2, profile_step_end=4), role="a", rank=0, world_size=1)
+    prof = IntegratedProfiler(profile_config(tmp_path, profile_step_start=2, profile_step_end=4), role="a", rank=0, world_size=1)
     assert train(prof, 6) == baseline_losses
     (d,) = capture_dirs(tmp_path)
     meta = meta_of(d)
@@ -91,7 +87,7 @@ def test_real_torch_profiler_failure(tmp_path, monkeypatch, baseline_losses):
 
 def test_unusable_backend_is_reported_per_capture(tmp_path, caplog, baseline_losses):
     # backend: npu on a machine without torch_npu: every capture fails at start, training runs
-    prof = IntegratedProfiler(cfg_for(tmp_path, backend="npu", profile_steps=[2, 4]), role="a", rank=0, world_size=1)
+    prof = IntegratedProfiler(profile_config(tmp_path, backend="npu", profile_steps=[2, 4]), role="a", rank=0, world_size=1)
     assert train(prof, 6) == baseline_losses
     metas = [meta_of(d) for d in capture_dirs(tmp_path)]
     assert [m["status"] for m in metas] == ["failed", "failed"]
@@ -101,7 +97,7 @@ def test_unusable_backend_is_reported_per_capture(tmp_path, caplog, baseline_los
 
 
 def test_failing_capture_does_not_leak_a_running_profiler(tmp_path):
-    prof = IntegratedProfiler(cfg_for(tmp_path, profile_steps=[1, 2]), role="a", rank=0, world_size=1, backend=FaultyBackend("step"))
+    prof = IntegratedProfiler(profile_config(tmp_path, profile_steps=[1, 2]), role="a", rank=0, world_size=1, backend=FaultyBackend("step"))
     train(prof, 3, stages=())
     # a later, independent profile works: Kineto was left stopped
     with torch.profiler.profile() as p:

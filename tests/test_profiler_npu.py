@@ -14,33 +14,20 @@ from pathlib import Path
 
 import pytest
 
+from conftest import REPO_ROOT
 from fake_torch_npu import FakeTorchNpu, load_snapshot
-from mindspeed_profiler import IntegratedProfiler, load_config
+from mindspeed_profiler import IntegratedProfiler
 from mindspeed_profiler._state import STATE
 from mindspeed_profiler.backends import select_backend
-from profiler_testutil import capture_dirs, meta_of, rel_names, train
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def fake():
-    f = FakeTorchNpu().install()
-    yield f
-    f.uninstall()
-
-
-def cfg_for(tmp_path, **kw):
-    return load_config({"integrated": {"profile": True, "profile_save_path": str(tmp_path), **kw}})
-
+from profiler_testutil import capture_dirs, meta_of, profile_config, rel_names, train
 
 def fake_steps(d: Path) -> list[str]:
     return json.loads((d / "FRAMEWORK" / "fake_steps.json").read_text())
 
 
-def test_auto_picks_npu_when_torch_npu_works(fake):
+def test_auto_picks_npu_when_torch_npu_works(fake_torch_npu):
     assert select_backend("auto").name == "npu"
-    fake.npu_available = False
+    fake_torch_npu.npu_available = False
     assert select_backend("auto").name == "torch"
 
 
@@ -49,10 +36,11 @@ def test_auto_falls_back_to_torch_without_torch_npu():
     assert select_backend("auto").name == "torch"
 
 
-def test_npu_window_capture(tmp_path, fake):
-    cfg = cfg_for(tmp_path, profile_step_start=2, profile_step_end=4, warmup_steps=1, mstx=True, profile_level="level1",
-                  profile_analysis=True, aic_metrics="PipeUtilization", profile_with_memory=True, profile_record_shapes=True,
-                  profile_with_module=True, profile_export_type="db", mstx_domain_include=["train"])
+def test_npu_window_capture(tmp_path, fake_torch_npu):
+    cfg = profile_config(tmp_path, backend="auto", profile_step_start=2, profile_step_end=4, warmup_steps=1, mstx=True,
+                         profile_level="level1", profile_analysis=True, aic_metrics="PipeUtilization",
+                         profile_with_memory=True, profile_record_shapes=True, profile_with_module=True,
+                         profile_export_type="db", mstx_domain_include=["train"])
     prof = IntegratedProfiler(cfg, role="actor", rank=0, world_size=1)
     train(prof, 5)
     assert rel_names(tmp_path) == ["all/actor_rank0_step2-3"]
@@ -62,22 +50,22 @@ def test_npu_window_capture(tmp_path, fake):
     meta = meta_of(d)
     assert meta["status"] == "ok" and meta["backend"] == "npu" and meta["device"] == "npu"
     assert meta["trace_files"] == ["ASCEND_PROFILER_OUTPUT/trace_view.json"]
-    (init,) = fake.calls_to("torch_npu.profiler.profile.__init__")
+    (init,) = fake_torch_npu.calls_to("torch_npu.profiler.profile.__init__")
     assert [a.name for a in init["activities"]] == ["CPU", "NPU"]
     assert (init["record_shapes"], init["profile_memory"], init["with_modules"]) == (True, True, True)
-    (exp,) = fake.calls_to("torch_npu.profiler._ExperimentalConfig.__init__")
+    (exp,) = fake_torch_npu.calls_to("torch_npu.profiler._ExperimentalConfig.__init__")
     snap = load_snapshot()["enums"]
     assert exp["profiler_level"] == snap["ProfilerLevel"]["Level1"]
     assert exp["aic_metrics"] == snap["AiCMetrics"]["PipeUtilization"]
     assert exp["export_type"] == snap["ExportType"]["Db"]
     assert exp["mstx"] is True and exp["mstx_domain_include"] == ["train"]
-    (handler,) = fake.calls_to("torch_npu.profiler.tensorboard_trace_handler")
+    (handler,) = fake_torch_npu.calls_to("torch_npu.profiler.tensorboard_trace_handler")
     assert handler == {"dir_name": str(tmp_path / "all"), "worker_name": d.name.rsplit("_", 4)[0], "analyse_flag": True}
-    assert fake.calls_to("torch_npu.profiler.schedule.__init__") == [{"wait": 0, "warmup": 1, "active": 2, "repeat": 1}]
+    assert fake_torch_npu.calls_to("torch_npu.profiler.schedule.__init__") == [{"wait": 0, "warmup": 1, "active": 2, "repeat": 1}]
 
 
-def test_npu_stage_and_step_list(tmp_path, fake):
-    prof = IntegratedProfiler(cfg_for(tmp_path, stage="actor_generate", profile_steps=[1, 3]), role="actor", rank=3, world_size=4)
+def test_npu_stage_and_step_list(tmp_path, fake_torch_npu):
+    prof = IntegratedProfiler(profile_config(tmp_path, backend="auto", stage="actor_generate", profile_steps=[1, 3]), role="actor", rank=3, world_size=4)
     train(prof, 4, repeat={("actor_generate", 3): 2})
     assert rel_names(tmp_path) == ["actor_generate/actor_rank3_step1-1", "actor_generate/actor_rank3_step3-3",
                                    "actor_generate/actor_rank3_step3-3_c2"]
@@ -94,7 +82,7 @@ def test_unknown_keyword_fails(tmp_path):
     snap["functions"]["torch_npu.profiler._ExperimentalConfig.__init__"]["params"] = [p for p in params if p["name"] != "data_simplification"]
     fake = FakeTorchNpu(snap).install()
     try:
-        prof = IntegratedProfiler(cfg_for(tmp_path, profile_step_start=1, profile_step_end=2), role="a", rank=0, world_size=1)
+        prof = IntegratedProfiler(profile_config(tmp_path, backend="auto", profile_step_start=1, profile_step_end=2), role="a", rank=0, world_size=1)
         train(prof, 2)
     finally:
         fake.uninstall()
@@ -109,7 +97,7 @@ def test_unknown_attribute_fails(tmp_path):
     snap["instance_attributes"]["torch_npu.profiler.profile"].remove("_step_num_offset")
     fake = FakeTorchNpu(snap).install()
     try:
-        prof = IntegratedProfiler(cfg_for(tmp_path), role="a", rank=0, world_size=1)
+        prof = IntegratedProfiler(profile_config(tmp_path, backend="auto"), role="a", rank=0, world_size=1)
         train(prof, 1, stages=())
     finally:
         fake.uninstall()
@@ -117,27 +105,27 @@ def test_unknown_attribute_fails(tmp_path):
     assert meta["status"] == "failed" and "_step_num_offset" in meta["errors"][0]["error"]
 
 
-def test_torch_npu_failure_is_not_fatal(tmp_path, fake):
-    fake.fail["torch_npu.profiler.profile.step"] = RuntimeError("device lost")
-    prof = IntegratedProfiler(cfg_for(tmp_path, profile_steps=[1, 2, 4]), role="a", rank=0, world_size=1)
+def test_torch_npu_failure_is_not_fatal(tmp_path, fake_torch_npu):
+    fake_torch_npu.fail["torch_npu.profiler.profile.step"] = RuntimeError("device lost")
+    prof = IntegratedProfiler(profile_config(tmp_path, backend="auto", profile_steps=[1, 2, 4]), role="a", rank=0, world_size=1)
     prof.start()
     for it in range(1, 5):
         with prof.stage("actor_update"):
             pass
         prof.step()
         if it == 2:
-            fake.fail.clear()  # the device recovers
+            fake_torch_npu.fail.clear()  # the device recovers
     prof.stop()
     statuses = [(m["steps"], m["status"], [e["phase"] for e in m["errors"]]) for m in prof.captures]
     assert statuses == [([1, 2], "failed", ["step"]), ([4, 4], "ok", [])]
 
 
 @pytest.mark.parametrize("phase", ["start", "step", "stop"])
-def test_failed_capture_leaves_one_directory(tmp_path, fake, phase):
+def test_failed_capture_leaves_one_directory(tmp_path, fake_torch_npu, phase):
     """An abandoned capture is never exported, but stopping torch_npu still writes the directory it
     made at start: the failed metadata goes into that one, not into a second directory."""
-    fake.fail[f"torch_npu.profiler.profile.{phase}"] = RuntimeError("device lost")
-    prof = IntegratedProfiler(cfg_for(tmp_path, profile_step_start=1, profile_step_end=3), role="a", rank=0, world_size=1)
+    fake_torch_npu.fail[f"torch_npu.profiler.profile.{phase}"] = RuntimeError("device lost")
+    prof = IntegratedProfiler(profile_config(tmp_path, backend="auto", profile_step_start=1, profile_step_end=3), role="a", rank=0, world_size=1)
     train(prof, 3)
     (d,) = (tmp_path / "all").iterdir()
     meta = meta_of(d)
@@ -148,7 +136,7 @@ def test_failed_capture_leaves_one_directory(tmp_path, fake, phase):
     assert (d / "FRAMEWORK").is_dir() == (phase != "start")
 
 
-def test_long_role_and_host_fit_torch_npu_worker_name_limit(tmp_path, fake, monkeypatch):
+def test_long_role_and_host_fit_torch_npu_worker_name_limit(tmp_path, fake_torch_npu, monkeypatch):
     """torch_npu names the directory after the host when worker_name is too long (the fake follows
     its rule and the snapshot's limit): ours is shortened so the capture is still found."""
     import socket
@@ -158,11 +146,11 @@ def test_long_role_and_host_fit_torch_npu_worker_name_limit(tmp_path, fake, monk
     host = "node-" + "x" * 38 + ".cluster.example.com"  # 63 characters (Linux allows 64)
     monkeypatch.setattr(socket, "gethostname", lambda: host)
     role = "actor_" + "r" * 160
-    prof = IntegratedProfiler(cfg_for(tmp_path, profile_step_start=2, profile_step_end=4), role=role, rank=12, world_size=16)
+    prof = IntegratedProfiler(profile_config(tmp_path, backend="auto", profile_step_start=2, profile_step_end=4), role=role, rank=12, world_size=16)
     train(prof, 4)
     (d,) = capture_dirs(tmp_path)
     assert meta_of(d)["status"] == "ok" and fake_steps(d) == ["ProfilerStep#2", "ProfilerStep#3"]
-    (handler,) = fake.calls_to("torch_npu.profiler.tensorboard_trace_handler")
+    (handler,) = fake_torch_npu.calls_to("torch_npu.profiler.tensorboard_trace_handler")
     assert len(handler["worker_name"]) < load_snapshot()["constants"]["MAX_WORKER_NAME_LENGTH"]
     assert len(d.name) <= 255
     parsed = layout.parse_capture_dir_name(d.name)
@@ -178,7 +166,7 @@ def test_worker_name_shortening_keeps_rank_steps_and_call():
     huge_role = "a" * 300
     name = layout.worker_name(huge_role, 7, 10, 19, 2, "h" * 300)
     assert len(name) <= layout.MAX_WORKER_NAME and "_rank7_step10-19_c2_" in name
-    parsed = layout.parse_capture_dir_name(layout.capture_dir_name(name, "npu"))
+    parsed = layout.parse_capture_dir_name(layout.capture_dir_name(name, "ascend_pt"))
     assert (parsed["rank"], parsed["first"], parsed["last"], parsed["call"]) == (7, 10, 19, 2)
     assert parsed["role"].startswith("aaa")
     assert layout.worker_name("a" * 299 + "b", 7, 10, 19, 2, "h" * 300) != name  # the hash keeps long names apart
@@ -199,7 +187,7 @@ def test_snapshot_covers_what_we_call():
     assert set(AIC_METRICS) == set(snap["enums"]["AiCMetrics"])  # every config spelling exists in torch_npu
 
 
-def test_mstx_signatures_for_markers(fake):
+def test_mstx_signatures_for_markers(fake_torch_npu):
     import torch_npu
 
     rid = torch_npu.npu.mstx.range_start("span", None, domain="d")
@@ -207,12 +195,12 @@ def test_mstx_signatures_for_markers(fake):
     torch_npu.npu.mstx.mark("m")
     with pytest.raises(TypeError, match="range_end"):
         torch_npu.npu.mstx.range_end(rid, stream=None)  # range_end takes no stream
-    assert [e[0] for e in fake.mstx_events] == ["range_start", "range_end", "mark"]
+    assert [e[0] for e in fake_torch_npu.mstx_events] == ["range_start", "range_end", "mark"]
 
 
 def test_extractor_reads_a_wheel(tmp_path):
     """The snapshot tool on a small synthetic wheel with the real package's module structure."""
-    sys.path.insert(0, str(REPO / "tools"))
+    sys.path.insert(0, str(REPO_ROOT / "tools"))
     try:
         import extract_torch_npu_signatures as tool
     finally:

@@ -8,15 +8,11 @@ from pathlib import Path
 
 import torch
 
-from mindspeed_profiler import IntegratedProfiler, load_config
+from mindspeed_profiler import IntegratedProfiler
 from mindspeed_profiler._state import STATE
-from profiler_testutil import annotations, capture_dirs, load_trace, meta_of, profiler_steps, rel_names
+from profiler_testutil import annotations, capture_dirs, load_trace, meta_of, profile_config, profiler_steps, rel_names
 
 TESTS = Path(__file__).resolve().parent
-
-
-def cfg_for(tmp_path: Path, **integrated):
-    return load_config({"integrated": {"profile": True, "profile_save_path": str(tmp_path), "backend": "torch", **integrated}})
 
 
 def test_nested_selected_stages_do_not_crash_the_process(tmp_path):
@@ -71,8 +67,8 @@ def test_colocated_profilers_overlapping_windows_one_capture(tmp_path):
 
 
 def test_stopping_one_colocated_profiler_keeps_the_others_markers(tmp_path):
-    actor = IntegratedProfiler(cfg_for(tmp_path, profile_steps=[1], mstx=True), role="actor", rank=0, world_size=1)
-    ref = IntegratedProfiler(cfg_for(tmp_path, profile_steps=[5], mstx=True), role="ref", rank=0, world_size=1)
+    actor = IntegratedProfiler(profile_config(tmp_path, profile_steps=[1], mstx=True), role="actor", rank=0, world_size=1)
+    ref = IntegratedProfiler(profile_config(tmp_path, profile_steps=[5], mstx=True), role="ref", rank=0, world_size=1)
     actor.start()
     ref.start()
     for _ in range(2):
@@ -85,7 +81,7 @@ def test_stopping_one_colocated_profiler_keeps_the_others_markers(tmp_path):
 
 
 def test_early_stop_metadata_steps_are_the_recorded_ones(tmp_path):
-    prof = IntegratedProfiler(cfg_for(tmp_path, profile_step_start=2, profile_step_end=8), role="a", rank=0, world_size=1)
+    prof = IntegratedProfiler(profile_config(tmp_path, profile_step_start=2, profile_step_end=8), role="a", rank=0, world_size=1)
     prof.start()
     for _ in range(3):  # iterations 1..3 end; iteration 4 begins
         torch.ones(4).sum()
@@ -99,10 +95,10 @@ def test_early_stop_metadata_steps_are_the_recorded_ones(tmp_path):
 
 def test_colocated_markers_on_if_any_running_profiler_wants_them(tmp_path):
     """STATE comes from all running profilers of the process, not from the last one started."""
-    actor = IntegratedProfiler(cfg_for(tmp_path, profile_steps=[5], mstx=True, mstx_domain_include=["rollout"]),
+    actor = IntegratedProfiler(profile_config(tmp_path, profile_steps=[5], mstx=True, mstx_domain_include=["rollout"]),
                                role="actor", rank=0, world_size=1)
-    ref = IntegratedProfiler(cfg_for(tmp_path, profile_steps=[5], mstx=False), role="ref", rank=0, world_size=1)
-    critic = IntegratedProfiler(cfg_for(tmp_path, profile_steps=[5], mstx=True, mstx_domain_exclude=["noisy", "rollout"]),
+    ref = IntegratedProfiler(profile_config(tmp_path, profile_steps=[5], mstx=False), role="ref", rank=0, world_size=1)
+    critic = IntegratedProfiler(profile_config(tmp_path, profile_steps=[5], mstx=True, mstx_domain_exclude=["noisy", "rollout"]),
                                 role="critic", rank=0, world_size=1)
     actor.start()
     ref.start()  # mstx: false, started last
@@ -119,12 +115,12 @@ def test_colocated_markers_on_if_any_running_profiler_wants_them(tmp_path):
 
 
 def test_stopping_a_tracer_only_profiler_keeps_the_running_ones_stage_and_iteration(tmp_path):
-    actor = IntegratedProfiler(cfg_for(tmp_path, profile_steps=[5]), role="actor", rank=0, world_size=1)
+    actor = IntegratedProfiler(profile_config(tmp_path, profile_steps=[5]), role="actor", rank=0, world_size=1)
     actor.start()
     actor.step()
     actor.step()
     with actor.stage("actor_update"):
-        side = IntegratedProfiler(cfg_for(tmp_path, profile=False), role="side")
+        side = IntegratedProfiler(profile_config(tmp_path, profile=False), role="side")
         side.start()
         side.stop()
         assert STATE.stage == "actor_update" and STATE.iteration == 3

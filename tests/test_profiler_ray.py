@@ -15,13 +15,6 @@ from profiler_testutil import rel_names  # noqa: E402
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-    yield
-    ray.shutdown()
-
-
 @ray.remote(num_cpus=0.1)
 class Worker(ProfilerWorkerMixin):
     def __init__(self, cfg, role, rank, world_size):

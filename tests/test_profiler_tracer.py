@@ -3,13 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from mindspeed_profiler import IntegratedProfiler, load_config
+from mindspeed_profiler import IntegratedProfiler, load_config, tracing
 from mindspeed_profiler._state import STATE
-
-tracing = pytest.importorskip("mindspeed_profiler.tracing")
-merge = pytest.importorskip("mindspeed_profiler.tracing.merge")
-
-from profiler_testutil import capture_dirs, train  # noqa: E402
+from mindspeed_profiler.analysis import merge
+from profiler_testutil import capture_dirs, train
 
 
 @pytest.mark.parametrize("profile", [False, True])

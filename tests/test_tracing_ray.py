@@ -3,7 +3,6 @@ the collector sink and a collector that dies mid-run. Slow (a Ray start): `pytes
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
@@ -12,21 +11,12 @@ ray = pytest.importorskip("ray")
 
 from mindspeed_profiler.tracing import init_tracer, shutdown_tracer, trace_span  # noqa: E402
 from mindspeed_profiler.tracing.clock import SKEW_ENV  # noqa: E402
-from mindspeed_profiler.tracing.merge import write_timeline  # noqa: E402
+from mindspeed_profiler.analysis.merge import write_timeline  # noqa: E402
 from mindspeed_profiler.tracing.ray_support import shutdown_actor_tracers, sync_actor_clocks  # noqa: E402
-from test_tracing_support import clean_state, tracer_cfg  # noqa: E402,F401
+from conftest import tracer_cfg
 
 pytestmark = pytest.mark.slow
 TIMEOUT = 60
-
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 @ray.remote(num_cpus=0.1)
@@ -134,7 +124,8 @@ def test_collector_sink_and_dead_collector(ray_cluster, clean_state, tmp_path):
     def sink_info(worker):
         def probe(_self):
             from mindspeed_profiler._state import STATE
-            from mindspeed_profiler.tracing import _warn, flush_tracer
+            from mindspeed_profiler import _warn
+            from mindspeed_profiler.tracing import flush_tracer
 
             from mindspeed_profiler.tracing import trace_span
 
@@ -143,7 +134,7 @@ def test_collector_sink_and_dead_collector(ray_cluster, clean_state, tmp_path):
                     pass
                 flush_tracer()
             rec = STATE.tracer
-            return type(rec.sink).__name__, rec.failed_writes, sorted(k for k in _warn._seen if k.startswith("tracer-sink"))
+            return type(rec.sink).__name__, rec.failed_writes, sorted(k for k in _warn._seen if isinstance(k, str) and k.startswith("tracer-sink"))
 
         return ray.get(worker.__ray_call__.remote(probe), timeout=TIMEOUT)
 

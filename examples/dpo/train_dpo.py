@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import torch
 
 from examples.common import task
-from examples.common.driver import RayCluster, Trainer, run_trainer, trainer_main
+from examples.common.trainer import RayCluster, Trainer, run_trainer, trainer_main
 from examples.common.workers import DPOActorWorker, ReferenceWorker
 from mindspeed_profiler.tracing import trace_span
 

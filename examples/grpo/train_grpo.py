@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import torch
 
 from examples.common import task
-from examples.common.driver import RayCluster, Trainer, run_trainer, trainer_main
+from examples.common.trainer import RayCluster, Trainer, run_trainer, trainer_main
 from examples.common.rl_math import group_advantages
 from examples.common.workers import GRPOActorWorker, ReferenceWorker
 from mindspeed_profiler.tracing import trace_span

@@ -4,14 +4,20 @@ The profiler core (profiler.py) owns gating, naming, metadata and error handling
 knows how to run one capture: start it at the beginning of iteration `spec.begin`, advance it at
 the end of each iteration, stop it and say which files it wrote. Every method may raise: the core
 catches, records and abandons the capture.
+
+A backend class also tells the registry (registry.py) what it is: its name in
+`integrated.backend`, the capture directory suffix it writes (formats.CAPTURE_FORMATS), how much
+`auto` prefers it, whether it can run here, and which markers the mstx helpers should emit
+while it runs (mstx.py).
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from mindspeed_profiler.config import IntegratedConfig
 from mindspeed_profiler.schedule import Window
 
 
@@ -22,7 +28,7 @@ class CaptureSpec(Window):
     save_dir: str  # <profile_save_path>/<stage or "all">
     worker_name: str  # <role>_rank<R>_step<A>-<B>[_c<K>]_<host>
     trace_basename: str  # <role>_rank<R>
-    cfg: Any  # the IntegratedConfig
+    cfg: IntegratedConfig
 
 
 class CaptureHandle(ABC):
@@ -52,12 +58,36 @@ class CaptureHandle(ABC):
 
 
 class Backend(ABC):
-    name: str  # "torch" | "npu"
-    device: str  # "cpu" | "cuda" | "npu"
+    """A capture backend. Subclasses set the class attributes and register with
+    `@register_backend` (backends/registry.py)."""
+
+    name: ClassVar[str]  # the value of integrated.backend
+    suffix: ClassVar[str]  # capture directory suffix, a key of formats.CAPTURE_FORMATS
+    priority: ClassVar[int] = 0  # `auto` takes the usable backend with the highest priority
+    # device -> marker kinds (mstx.MARKERS) the mstx helpers emit on that device while mstx is on
+    device_markers: ClassVar[dict[str, tuple[str, ...]]] = {}
+    # marker kinds that show up inside this backend's own capture while it records
+    capture_markers: ClassVar[tuple[str, ...]] = ()
+
+    device: str  # the device this instance captures: "npu" | "cuda" | "cpu" | ...
+
+    @classmethod
+    def unusable_reason(cls) -> str | None:
+        """Why this backend cannot run in this process (None: it can). Must not raise."""
+        return None
+
+    @classmethod
+    def detect_device(cls) -> str | None:
+        """The device this backend would capture here, or None when it cannot run. Must not raise."""
+        return None
 
     @abstractmethod
     def open(self, spec: CaptureSpec) -> CaptureHandle: ...
 
-    def options(self, cfg: Any) -> dict[str, Any]:
+    def options(self, cfg: IntegratedConfig) -> dict[str, Any]:
         """The backend options a config turns into (for the metadata)."""
         return {}
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        return self.device_markers.get(self.device, ())

@@ -1,6 +1,8 @@
-"""Names and files of the output layout (docs/formats.md): capture directories, metadata, run.json.
+"""Writing the output layout (the names themselves are in formats.py): capture directories,
+worker names that fit torch_npu's limits, atomic JSON files.
 
-Pure naming functions plus two tiny I/O helpers (atomic JSON write, directory size).
+Pure naming functions plus three small I/O helpers (make a capture directory, write JSON
+atomically, measure a directory).
 """
 from __future__ import annotations
 
@@ -8,35 +10,33 @@ import datetime as _dt
 import hashlib
 import json
 import os
-import re
 import socket
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-META_FILE = "mindspeed_profiler_meta.json"
-RUN_FILE = "run.json"
-ALL_DIR = "all"
-SUFFIX = {"torch": "pt", "npu": "ascend_pt"}
-
-# <role>_rank<R>_step<A>-<B>[_c<K>]_<host>_<pid>_<YYYYmmddHHMMSSmmm>_(ascend_)pt
-CAPTURE_DIR_RE = re.compile(
-    r"^(?P<role>.+)_rank(?P<rank>\d+)_step(?P<first>\d+)-(?P<last>\d+)(?:_c(?P<call>\d+))?"
-    r"_(?P<host>[A-Za-z0-9.\-]+)_(?P<pid>\d+)_(?P<time>\d{17})_(?P<suffix>ascend_pt|pt)$"
+from mindspeed_profiler import formats
+# re-exported: documented here since the first release (docs/profiling.md)
+from mindspeed_profiler.formats import (  # noqa: F401
+    ALL_DIR,
+    CAPTURE_DIR_RE,
+    META_FILE,
+    RUN_FILE,
+    parse_capture_dir_name,
+    trace_basename,
 )
-_ROLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 
 def check_role(role: object) -> str:
-    if not isinstance(role, str) or not _ROLE_RE.match(role):
+    if not isinstance(role, str) or not formats.ROLE_RE.match(role):
         raise ValueError(f"role {role!r} is not usable in a directory name: use letters, digits, '_', '.', '-' (e.g. 'actor')")
     return role
 
 
 def host_token(host: str | None = None) -> str:
-    """The host name with '_' and odd characters replaced by '-', so names split unambiguously."""
-    return re.sub(r"[^A-Za-z0-9.\-]", "-", host or socket.gethostname()) or "host"
+    """This (or the given) host's name, safe in a capture name (formats.host_token)."""
+    return formats.host_token(host or socket.gethostname())
 
 
 def time_token(when: _dt.datetime | None = None) -> str:
@@ -45,7 +45,7 @@ def time_token(when: _dt.datetime | None = None) -> str:
 
 
 def stage_dir(save_path: str, stage: str | None) -> Path:
-    return Path(save_path) / (stage or ALL_DIR)
+    return Path(save_path) / (stage or formats.ALL_DIR)
 
 
 # torch_npu replaces a worker_name of 226 characters or more (`len(worker_name) <
@@ -60,7 +60,7 @@ def worker_name(role: str, rank: int, first: int, last: int, call: int = 1, host
     Longer than MAX_WORKER_NAME, the host (then the role) becomes a prefix plus a hash of the whole:
     deterministic, so the npu backend finds the directory torch_npu names after it, and rank,
     steps and call stay readable."""
-    tail = f"_rank{rank}_step{first}-{last}" + (f"_c{call}" if call > 1 else "")
+    role, tail = formats.worker_prefix(role, rank, first, last, call)
     host = host_token(host)
     if len(role) + len(tail) + 1 + len(host) > MAX_WORKER_NAME:
         host = _shorten(host, max(MAX_WORKER_NAME - len(role) - len(tail) - 1, 10))
@@ -75,17 +75,18 @@ def _shorten(text: str, room: int) -> str:
     return f"{text[:max(room - 9, 1)]}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
 
 
-def capture_dir_name(worker: str, backend: str, pid: int | None = None, when: _dt.datetime | None = None) -> str:
-    return f"{worker}_{os.getpid() if pid is None else pid}_{time_token(when)}_{SUFFIX[backend]}"
+def capture_dir_name(worker: str, suffix: str, pid: int | None = None, when: _dt.datetime | None = None) -> str:
+    """formats.capture_dir_name for this process now (or the given pid and time)."""
+    return formats.capture_dir_name(worker, suffix, os.getpid() if pid is None else pid, time_token(when))
 
 
-def make_capture_dir(save_dir: str | Path, worker: str, backend: str) -> Path:
+def make_capture_dir(save_dir: str | Path, worker: str, suffix: str) -> Path:
     """Create and return a new `<save_dir>/<worker>_<pid>_<time>_<suffix>` directory. The profiler
     keeps worker names unique within a process; should the name still be taken (a pid reused
     within the same millisecond), take the next millisecond: the name keeps its format and a true
     start time, and no capture writes into another's directory."""
     for _ in range(100):
-        path = Path(save_dir) / capture_dir_name(worker, backend)
+        path = Path(save_dir) / capture_dir_name(worker, suffix)
         try:
             path.mkdir(parents=True, exist_ok=False)
             return path
@@ -94,25 +95,9 @@ def make_capture_dir(save_dir: str | Path, worker: str, backend: str) -> Path:
     raise FileExistsError(f"no free capture directory name for {worker} under {save_dir}")
 
 
-def parse_capture_dir_name(name: str) -> dict[str, Any] | None:
-    m = CAPTURE_DIR_RE.match(name)
-    if not m:
-        return None
-    d: dict[str, Any] = m.groupdict()
-    for k in ("rank", "first", "last", "pid"):
-        d[k] = int(d[k])
-    d["call"] = int(d["call"] or 1)
-    d["backend"] = "npu" if d.pop("suffix") == "ascend_pt" else "torch"
-    return d
-
-
-def trace_basename(role: str, rank: int) -> str:
-    return f"{role}_rank{rank}"
-
-
 def trace_file_name(basename: str, pid: int | None = None) -> str:
-    """`<role>_rank<R>.<pid>.pt.trace.json.gz`: the Kineto JSON of a torch capture."""
-    return f"{basename}.{os.getpid() if pid is None else pid}.pt.trace.json.gz"
+    """formats.trace_file_name for this process (or the given pid)."""
+    return formats.trace_file_name(basename, os.getpid() if pid is None else pid)
 
 
 def utc_now_iso() -> str:

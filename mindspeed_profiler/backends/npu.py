@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec
+from mindspeed_profiler.backends.registry import register_backend
+from mindspeed_profiler.config import IntegratedConfig
 from mindspeed_profiler.schedule import schedule_args
 
 _LEVELS = {"level_none": "Level_none", "level0": "Level0", "level1": "Level1", "level2": "Level2"}
@@ -30,36 +32,48 @@ def import_torch_npu():
     return torch_npu
 
 
-def npu_available() -> bool:
+def npu_unusable_reason() -> str | None:
+    """None when torch_npu imports and sees an NPU, else why not (never raises: without CANN the
+    import fails with more than ImportError)."""
     try:
-        return bool(import_torch_npu().npu.is_available())
-    except Exception:
-        return False
+        tnpu = import_torch_npu()
+    except Exception as exc:
+        return f"torch_npu does not import ({type(exc).__name__}: {exc})"
+    try:
+        if not tnpu.npu.is_available():
+            return "torch_npu imports, but no NPU is available"
+    except Exception as exc:
+        return f"torch_npu.npu.is_available() failed ({type(exc).__name__}: {exc})"
+    return None
 
 
-def profile_options(cfg: Any) -> dict[str, Any]:
+def npu_available() -> bool:
+    return npu_unusable_reason() is None
+
+
+def profile_options(cfg: IntegratedConfig) -> dict[str, Any]:
     """Pure: the torch_npu option names a config means (enum members by name)."""
     activities = [a for a, on in (("CPU", cfg.profile_with_cpu), ("NPU", cfg.profile_with_npu)) if on]
     experimental: dict[str, Any] = {
         "profiler_level": _LEVELS[cfg.profile_level],
-        "l2_cache": getattr(cfg, "l2_cache", False),
+        "l2_cache": cfg.l2_cache,
         "mstx": bool(cfg.mstx),
-        "data_simplification": getattr(cfg, "data_simplification", True),
+        "data_simplification": cfg.data_simplification,
         "export_type": _EXPORT[cfg.profile_export_type],
     }
-    if getattr(cfg, "aic_metrics", None):
+    if cfg.aic_metrics:
         experimental["aic_metrics"] = cfg.aic_metrics
-    if getattr(cfg, "mstx_domain_include", ()):
+    if cfg.mstx_domain_include:
         experimental["mstx_domain_include"] = list(cfg.mstx_domain_include)
-    if getattr(cfg, "mstx_domain_exclude", ()):
+    if cfg.mstx_domain_exclude:
         experimental["mstx_domain_exclude"] = list(cfg.mstx_domain_exclude)
     return {
         "activities": activities,
         "record_shapes": cfg.profile_record_shapes,
         "profile_memory": cfg.profile_with_memory,
-        "with_stack": getattr(cfg, "profile_with_stack", False),
+        "with_stack": cfg.profile_with_stack,
         "with_modules": cfg.profile_with_module,
-        "with_flops": getattr(cfg, "profile_with_flops", False),
+        "with_flops": cfg.profile_with_flops,
         "experimental": experimental,
         "analyse_flag": bool(cfg.profile_analysis),
     }
@@ -132,15 +146,30 @@ def find_capture_dir(save_dir: Path, worker: str) -> Path | None:
     """The newest `<worker>_<pid>_<time>_ascend_pt` directory of this process under save_dir."""
     import os
 
-    found = sorted(save_dir.glob(f"{worker}_{os.getpid()}_*_ascend_pt"))
+    found = sorted(save_dir.glob(f"{worker}_{os.getpid()}_*_{NpuBackend.suffix}"))
     return found[-1] if found else None
 
 
+@register_backend
 class NpuBackend(Backend):
+    """torch_npu.profiler on Ascend; `auto` prefers it wherever it can run."""
+
     name = "npu"
+    suffix = "ascend_pt"
+    priority = 100
+    device_markers = {"npu": ("mstx",)}
+    capture_markers = ()  # mstx ranges are in the torch_npu capture already (experimental mstx=True)
     device = "npu"
 
-    def options(self, cfg: Any) -> dict[str, Any]:
+    @classmethod
+    def unusable_reason(cls) -> str | None:
+        return npu_unusable_reason()
+
+    @classmethod
+    def detect_device(cls) -> str | None:
+        return "npu" if npu_available() else None
+
+    def options(self, cfg: IntegratedConfig) -> dict[str, Any]:
         return profile_options(cfg)
 
     def open(self, spec: CaptureSpec) -> CaptureHandle:

@@ -25,6 +25,8 @@ from typing import Any
 
 from mindspeed_profiler.backends import layout
 from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec
+from mindspeed_profiler.backends.registry import register_backend
+from mindspeed_profiler.config import IntegratedConfig
 
 _LEVEL_ADDS = {
     "level_none": {},
@@ -35,7 +37,7 @@ _LEVEL_ADDS = {
 ANNOTATION_CATS = frozenset({"user_annotation", "gpu_user_annotation"})
 
 
-def profile_options(cfg: Any, cuda: bool) -> dict[str, Any]:
+def profile_options(cfg: IntegratedConfig, cuda: bool) -> dict[str, Any]:
     """Pure: the torch.profiler.profile options a config means (activities by name) plus notes."""
     level = cfg.profile_level
     notes: list[str] = []
@@ -53,9 +55,9 @@ def profile_options(cfg: Any, cuda: bool) -> dict[str, Any]:
     flags = {
         "record_shapes": cfg.profile_record_shapes,
         "profile_memory": cfg.profile_with_memory,
-        "with_stack": getattr(cfg, "profile_with_stack", False),
+        "with_stack": cfg.profile_with_stack,
         "with_modules": cfg.profile_with_module,
-        "with_flops": getattr(cfg, "profile_with_flops", False),
+        "with_flops": cfg.profile_with_flops,
     }
     if level == "level_none":
         flags = dict.fromkeys(flags, False)
@@ -89,7 +91,7 @@ class TorchCapture(CaptureHandle):
     def start(self) -> None:
         import torch
 
-        self.directory = layout.make_capture_dir(self.spec.save_dir, self.spec.worker_name, "torch")
+        self.directory = layout.make_capture_dir(self.spec.save_dir, self.spec.worker_name, TorchBackend.suffix)
         acts = [getattr(torch.profiler.ProfilerActivity, a) for a in self.opts["activities"]]
         self._prof = torch.profiler.profile(
             activities=acts,
@@ -151,8 +153,16 @@ class TorchCapture(CaptureHandle):
         return [path]
 
 
+@register_backend
 class TorchBackend(Backend):
+    """torch.profiler on CUDA (when available) or CPU: usable wherever torch imports."""
+
     name = "torch"
+    suffix = "pt"
+    priority = 0
+    # NVTX on CUDA (nsys sees it); on CPU no device markers: record_function, inside a capture only
+    device_markers = {"cuda": ("nvtx",), "cpu": ()}
+    capture_markers = ("record_function",)
 
     def __init__(self, cuda: bool | None = None):
         if cuda is None:
@@ -162,7 +172,24 @@ class TorchBackend(Backend):
         self.cuda = cuda
         self.device = "cuda" if cuda else "cpu"
 
-    def options(self, cfg: Any) -> dict[str, Any]:
+    @classmethod
+    def unusable_reason(cls) -> str | None:
+        try:
+            import torch  # noqa: F401
+        except Exception as exc:
+            return f"torch does not import ({type(exc).__name__}: {exc})"
+        return None
+
+    @classmethod
+    def detect_device(cls) -> str | None:
+        try:
+            import torch
+
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        except Exception:
+            return None
+
+    def options(self, cfg: IntegratedConfig) -> dict[str, Any]:
         return profile_options(cfg, self.cuda)
 
     def open(self, spec: CaptureSpec) -> CaptureHandle:

@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load_or_analyse(where: str, jobs: int | None = None) -> dict:
     """The summary of `where`, analysing it first when there is none."""
-    from mindspeed_profiler.analysis.driver import analyse_directory, find_summary, load_summary
+    from mindspeed_profiler.analysis.batch import analyse_directory
+    from mindspeed_profiler.analysis.outputs import find_summary, load_summary
 
     p = Path(where)
     found = find_summary(p)
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from mindspeed_profiler.analysis.compare import compare
+    from mindspeed_profiler.analysis.analyzers.compare import compare
 
     try:
         a, b = load_or_analyse(args.a, args.jobs), load_or_analyse(args.b, args.jobs)

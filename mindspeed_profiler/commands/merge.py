@@ -1,7 +1,8 @@
 """Merge the tracer's per-process segments into one Perfetto-ready timeline.json.
 
 DIR is the profile_save_path (its timeline/ subdirectory is used) or the timeline directory
-itself. Writes DIR/timeline/timeline.json (or .json.gz with --gzip); open it in
+itself. Writes DIR/timeline/timeline.json, or timeline.json.gz with --gzip (default: the run's
+`tracer.gzip`, read from its run.json; plain JSON when there is none); open it in
 https://ui.perfetto.dev or chrome://tracing as is.
 """
 from __future__ import annotations
@@ -12,16 +13,18 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dir", metavar="DIR", help="profile_save_path or its timeline/ directory")
-    parser.add_argument("--gzip", action="store_true", help="write timeline.json.gz instead of timeline.json")
+    parser.add_argument("--gzip", action=argparse.BooleanOptionalAction, default=None,
+                        help="write timeline.json.gz instead of timeline.json (default: the run's tracer.gzip)")
     parser.add_argument("--quiet", "-q", action="store_true", help="print only the output path")
 
 
 def run(args: argparse.Namespace) -> int:
-    from mindspeed_profiler.tracing.merge import load_timeline, resolve_timeline_dir, write_timeline
+    from mindspeed_profiler.analysis.merge import configured_gzip, read_timeline_file, resolve_timeline_dir, write_timeline
 
     timeline_dir = resolve_timeline_dir(args.dir)
+    gzip = args.gzip if args.gzip is not None else bool(configured_gzip(timeline_dir))
     try:
-        path = write_timeline(timeline_dir, gzip=args.gzip)
+        path = write_timeline(timeline_dir, gzip=gzip)
     except FileNotFoundError as exc:
         print(f"mindspeed-profiler merge: {exc}", file=sys.stderr)
         return 1
@@ -29,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         print(path)
         return 0
 
-    other = load_timeline(str(path)).get("otherData", {})
+    other = read_timeline_file(str(path)).get("otherData", {})
     procs = other.get("processes", [])
     print(f"wrote {path}")
     for p in procs:

@@ -13,6 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from mindspeed_profiler import formats
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", help="profile_save_path, analysis directory or summary.json")
@@ -21,8 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mindspeed_profiler.analysis.driver import EXIT_NOTHING_FOUND, analyse_directory, find_summary, load_summary
-    from mindspeed_profiler.analysis.report_html import write_report
+    from mindspeed_profiler.analysis.batch import EXIT_NOTHING_FOUND, analyse_directory
+    from mindspeed_profiler.analysis.outputs import find_summary, load_summary
+    from mindspeed_profiler.analysis.report import write_report
 
     p = Path(args.directory)
     found = None if args.reanalyse else find_summary(p)
@@ -32,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         except Exception as exc:  # noqa: BLE001
             print(f"report: cannot read {found}: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 1
-        out = write_report(found.parent / "report.html", summary)
+        out = write_report(found.parent / formats.REPORT_FILE, summary)
         print(out)
         return int(summary.get("exit_code", 0))
     if not p.exists():
@@ -42,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if code == EXIT_NOTHING_FOUND:
         print(f"report: nothing to analyse under {p}", file=sys.stderr)
         return code
-    print((p if p.is_dir() else p.parent) / "analysis" / "report.html")
+    print((p if p.is_dir() else p.parent) / formats.ANALYSIS_DIR / formats.REPORT_FILE)
     return code
 
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
-from mindspeed_profiler.profiler import IntegratedProfiler, resolve_rank
+from mindspeed_profiler.profiler import IntegratedProfiler
+from mindspeed_profiler.ranks import resolve_rank
 
 log = logging.getLogger("mindspeed_profiler")
 

@@ -5,7 +5,7 @@
     with trace_span("compute_advantage", cat="driver"): ...
     shutdown_tracer()                              # also runs at interpreter exit
 
-Merge with `mindspeed-profiler merge DIR` or `tracing.merge.write_timeline(dir)`.
+Merge after the run with `merge_timeline(cfg)` (honours tracer.gzip) or `mindspeed-profiler merge DIR`.
 Under Ray, `tracing.ray_support.sync_actor_clocks(actors)` aligns the workers' clocks to the driver.
 See docs/tracing.md.
 """
@@ -14,6 +14,7 @@ from mindspeed_profiler.tracing.api import (
     flush_tracer,
     get_tracer,
     init_tracer,
+    merge_timeline,
     shutdown_tracer,
     trace_begin,
     trace_end,
@@ -27,6 +28,7 @@ __all__ = [
     "flush_tracer",
     "get_tracer",
     "init_tracer",
+    "merge_timeline",
     "shutdown_tracer",
     "trace_begin",
     "trace_end",

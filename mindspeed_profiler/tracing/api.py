@@ -16,8 +16,8 @@ import time
 from typing import Any, Callable, Optional, Union
 
 from mindspeed_profiler._state import STATE
-from mindspeed_profiler.tracing import segment
-from mindspeed_profiler.tracing._warn import warn_once
+from mindspeed_profiler import formats
+from mindspeed_profiler._warn import warn_once
 from mindspeed_profiler.tracing._wrap import wrap_callable
 from mindspeed_profiler.tracing.recorder import Recorder
 from mindspeed_profiler.tracing.sinks import CollectorSink, FileSink
@@ -194,7 +194,6 @@ def init_tracer(cfg: Any = None, role: str = "driver", rank: int = 0) -> Optiona
 
 
 def _build_recorder(pc: Any, tc: Any, timeline_dir: str, role: str, rank: int) -> Recorder:
-    extra = {"tracer": {"flush_every_events": tc.flush_every_events, "flush_interval_s": tc.flush_interval_s, "buffer_max_events": tc.buffer_max_events, "sink": tc.sink, "clock_sync": getattr(tc, "clock_sync", True), "clock_sync_rounds": getattr(tc, "clock_sync_rounds", 8)}}
     fallback = None
     collector = None
     if tc.sink == "collector":
@@ -205,7 +204,7 @@ def _build_recorder(pc: Any, tc: Any, timeline_dir: str, role: str, rank: int) -
             fallback = timeline_dir
         else:
             warn_once("tracer-no-collector", "mindspeed-profiler tracer: sink is 'collector' but no trace collector is running (call start_collector() on the driver); writing segments to local files")
-    name = segment.segment_name(role, rank, socket.gethostname(), os.getpid())
+    name = formats.segment_name(role, rank, socket.gethostname(), os.getpid())
     sink: Any = CollectorSink(collector, name) if fallback is not None else FileSink(timeline_dir, name)
     rec = Recorder(
         role,
@@ -214,7 +213,9 @@ def _build_recorder(pc: Any, tc: Any, timeline_dir: str, role: str, rank: int) -
         flush_every=tc.flush_every_events,
         flush_interval_s=tc.flush_interval_s,
         buffer_max=tc.buffer_max_events,
-        header_extra=extra,
+        clock_sync=tc.clock_sync,
+        clock_sync_rounds=tc.clock_sync_rounds,
+        sink_kind=tc.sink,
         fallback_dir=fallback,
         start_thread=False,
     )
@@ -252,6 +253,19 @@ def flush_tracer() -> None:
 
 def get_tracer() -> Optional[Recorder]:
     return STATE.tracer
+
+
+def merge_timeline(cfg: Any = None) -> Optional["os.PathLike"]:
+    """After the run, on the driver: merge every process's segment into the timeline file the
+    config asks for (`tracer.output_dir`, `tracer.gzip`). Returns its path, or None when the tracer
+    is off. Raises FileNotFoundError when there are no segments."""
+    from mindspeed_profiler.analysis.merge import write_timeline
+    from mindspeed_profiler.config import ProfilerConfig, load_config
+
+    pc = cfg if isinstance(cfg, ProfilerConfig) else load_config(cfg, check_paths=False)
+    if not pc.tracer.enable:
+        return None
+    return write_timeline(pc.timeline_dir, gzip=pc.tracer.gzip)
 
 
 def _after_fork_in_child() -> None:

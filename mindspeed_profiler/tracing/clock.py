@@ -76,18 +76,14 @@ def estimate_offset(samples: Iterable[Sample]) -> Optional[OffsetEstimate]:
 def measure_offset(
     remote_now: Callable[[], Optional[int]], local_now: Callable[[], int], rounds: int
 ) -> Optional[OffsetEstimate]:
-    """Run `rounds` round trips of `remote_now` (a blocking call) and estimate the offset."""
+    """Run `rounds` round trips of `remote_now` (a blocking call) and estimate the offset. A None
+    reading (the remote side has no clock to read, e.g. no tracer) ends the rounds early."""
     samples: list[Sample] = []
     for _ in range(max(1, rounds)):
         t0 = local_now()
         r = remote_now()
         t1 = local_now()
-        if r is not None:
-            samples.append((t0, int(r), t1))
+        if r is None:
+            break
+        samples.append((t0, int(r), t1))
     return estimate_offset(samples)
-
-
-def aligned_ns(anchor: ClockAnchor, offset_ns: int, mono_ns: int) -> int:
-    """A monotonic reading of a process, as wall time on the reference clock."""
-    return anchor.to_wall(mono_ns) + offset_ns
-

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
 from mindspeed_profiler._state import STATE
-from mindspeed_profiler.tracing._warn import warn_once
-from mindspeed_profiler.tracing.clock import OffsetEstimate, estimate_offset
+from mindspeed_profiler._warn import warn_once
+from mindspeed_profiler.tracing.clock import OffsetEstimate, measure_offset
 
 
 @dataclass(frozen=True)
@@ -61,26 +61,17 @@ def sync_actor_clocks(actors: Iterable[Any], rounds: Optional[int] = None, timeo
     rec = STATE.tracer
     if rec is None:
         return []
-    settings = rec.header.get("tracer", {})
-    if rounds is None and not settings.get("clock_sync", True):
+    if rounds is None and not rec.clock_sync:
         return []  # tracer.clock_sync: false (an explicit `rounds` still syncs)
     import ray
 
-    n = rounds if rounds is not None else int(settings.get("clock_sync_rounds", 8))
+    n = rounds if rounds is not None else rec.clock_sync_rounds
     reference = f"{rec.role}:{rec.rank}@{rec.header['host']}:{rec.pid}"
     results = []
     for actor in actors:
         try:
             call = _caller(actor)
-            samples = []
-            for _ in range(max(1, n)):
-                t0 = rec.now_wall_ns()
-                r = ray.get(call(_tracer_now), timeout=timeout_s)
-                t1 = rec.now_wall_ns()
-                if r is None:
-                    break
-                samples.append((t0, r, t1))
-            est = estimate_offset(samples)
+            est = measure_offset(lambda: ray.get(call(_tracer_now), timeout=timeout_s), rec.now_wall_ns, n)
             if est is not None:
                 ray.get(call(_tracer_set_offset, est.offset_ns, est.uncertainty_ns, est.rtt_ns, est.samples, reference), timeout=timeout_s)
             results.append(ClockSync(actor, est))

@@ -15,8 +15,10 @@ import threading
 import time
 from typing import Any, Optional
 
+from mindspeed_profiler import formats
+from mindspeed_profiler._warn import warn_once
+from mindspeed_profiler.config import TracerConfig
 from mindspeed_profiler.tracing import segment
-from mindspeed_profiler.tracing._warn import warn_once
 from mindspeed_profiler.tracing.clock import ClockAnchor, OffsetEstimate, take_anchor
 from mindspeed_profiler.tracing.sinks import FileSink
 
@@ -38,10 +40,12 @@ class Recorder:
         rank: int,
         sink: Any,
         *,
-        flush_every: int = 4096,
-        flush_interval_s: float = 2.0,
-        buffer_max: int = 1_000_000,
-        header_extra: Optional[dict] = None,
+        flush_every: int = TracerConfig.flush_every_events,
+        flush_interval_s: float = TracerConfig.flush_interval_s,
+        buffer_max: int = TracerConfig.buffer_max_events,
+        clock_sync: bool = TracerConfig.clock_sync,
+        clock_sync_rounds: int = TracerConfig.clock_sync_rounds,
+        sink_kind: str = TracerConfig.sink,
         fallback_dir: Optional[str] = None,
         start_thread: bool = True,
     ):
@@ -51,8 +55,14 @@ class Recorder:
         self.flush_every = max(1, int(flush_every))
         self.flush_interval_s = float(flush_interval_s)
         self.buffer_max = max(1, int(buffer_max))
+        self.clock_sync = bool(clock_sync)
+        self.clock_sync_rounds = max(1, int(clock_sync_rounds))
         self.anchor: ClockAnchor = take_anchor()
-        self.header = segment.make_header(role, rank, self.anchor.wall_ns, self.anchor.mono_ns, header_extra)
+        # the settings go into the header: a segment says how it was recorded
+        settings = {"flush_every_events": self.flush_every, "flush_interval_s": self.flush_interval_s,
+                    "buffer_max_events": self.buffer_max, "sink": sink_kind, "clock_sync": self.clock_sync,
+                    "clock_sync_rounds": self.clock_sync_rounds}
+        self.header = segment.make_header(role, rank, self.anchor.wall_ns, self.anchor.mono_ns, {"tracer": settings})
         self.pid = self.header["pid"]
         self.recorded = 0
         self.dropped = 0
@@ -127,7 +137,7 @@ class Recorder:
         self.header["offset_ns"] = est.offset_ns
         self._records.append(
             {
-                "type": "clock",
+                "type": formats.SEG_CLOCK,
                 "offset_ns": est.offset_ns,
                 "uncertainty_ns": est.uncertainty_ns,
                 "rtt_ns": est.rtt_ns,
@@ -185,17 +195,17 @@ class Recorder:
             if lane is None:
                 lane = lanes[(ident, task)] = len(lanes) + 1
                 tid, tname = self._threads.get(ident, (ident, f"thread-{ident}"))
-                write(dumps({"type": "thread", "lane": lane, "tid": tid, "name": tname, "task": self._tasks.get(task) if task else None}))
+                write(dumps({"type": formats.SEG_THREAD, "lane": lane, "tid": tid, "name": tname, "task": self._tasks.get(task) if task else None}))
             if stage is not None or iteration is not None:
                 args = _with_context(args, stage, iteration)
             write(dumps([ph, name, cat, start, dur, lane, args or None]))
         self.recorded += n
         stats = (self.recorded, self.dropped, self.failed_writes)
         if final or (stats != self._stats_sent and (self.dropped or self.failed_writes)):
-            write(dumps({"type": "stats", "recorded": stats[0], "dropped": stats[1], "failed_writes": stats[2]}))
+            write(dumps({"type": formats.SEG_STATS, "recorded": stats[0], "dropped": stats[1], "failed_writes": stats[2]}))
             self._stats_sent = stats
         if final:
-            write(dumps({"type": "close", "at_wall_ns": self.now_wall_ns()}))
+            write(dumps({"type": formats.SEG_CLOSE, "at_wall_ns": self.now_wall_ns()}))
         if self._broken:
             self.dropped += n
             return
@@ -230,7 +240,7 @@ class Recorder:
                 f"mindspeed-profiler tracer: cannot write to {where} ({exc!r}); "
                 f"writing this process's segment to {self._fallback_dir} instead; training continues",
             )
-            self.sink = FileSink(self._fallback_dir, segment.segment_name(self.role, self.rank, self.header["host"], self.pid))
+            self.sink = FileSink(self._fallback_dir, formats.segment_name(self.role, self.rank, self.header["host"], self.pid))
             self._header_sent = False
             return True
         warn_once(

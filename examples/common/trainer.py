@@ -1,4 +1,5 @@
-"""Driver-side plumbing shared by the example trainers: Ray cluster, worker groups, post-run steps."""
+"""The example trainers' shared loop, run on the Ray driver: Ray cluster, worker groups, the
+iteration loop under the tracer, and the post-run merge and analysis."""
 from __future__ import annotations
 
 import os
@@ -10,7 +11,7 @@ import yaml
 
 from mindspeed_profiler import load_config
 from mindspeed_profiler.config import ProfilerConfig
-from mindspeed_profiler.tracing import init_tracer, shutdown_tracer, trace_span
+from mindspeed_profiler.tracing import init_tracer, merge_timeline, shutdown_tracer, trace_span
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GET_TIMEOUT_S = float(os.environ.get("EXAMPLE_RAY_TIMEOUT_S", "300"))
@@ -134,9 +135,7 @@ def analyse_and_merge(cfg: ProfilerConfig, analyse: bool) -> dict[str, Any]:
     """After a run: merge the timeline (Perfetto-ready) and run the offline analysis."""
     out: dict[str, Any] = {}
     if cfg.tracer.enable:
-        from mindspeed_profiler.tracing.merge import write_timeline
-
-        out["timeline"] = str(write_timeline(cfg.timeline_dir, gzip=cfg.tracer.gzip))
+        out["timeline"] = str(merge_timeline(cfg))  # where tracer.output_dir says, gzip if tracer.gzip
         print(f"timeline: {out['timeline']} (open it in https://ui.perfetto.dev)")
     if analyse and (cfg.integrated.profile or cfg.tracer.enable):
         from mindspeed_profiler.cli import main as cli_main

@@ -1,80 +1,21 @@
-"""The RL view from the merged timeline: time per stage per iteration, overlap, idle per worker,
-and the critical path.
+"""The RL view of a merged timeline: time per stage per iteration, stage overlap, idle time per
+worker, the critical path of each iteration, and the stage x worker table.
 
 Input: a Chrome trace object (docs/formats.md): `cat: "stage"` spans name the stage and carry
 args.role / rank / iteration; `cat: "iteration"` spans bound iterations. Without iteration spans,
 an iteration is the extent of the stage spans that carry its number.
-
-Critical path (no explicit dependencies in the trace, so a heuristic, stated): walking back from
-the iteration end, take the span that ends last before the current point, jump to its start, and
-repeat. The chain is the sequence of spans that bounds the iteration; the gaps between them are
-time when no stage on the path was running (driver work, scheduling, waiting).
 """
 from __future__ import annotations
 
 from bisect import bisect_left
-from pathlib import Path
 
 import numpy as np
 
-from . import intervals, jsonscan
+from .. import intervals
+from ..parsing.timeline_trace import rl_spans
+from .critical_path import critical_path
 
 MAX_GANTT_SPANS = 4000
-
-
-def load_timeline(where: Path, files: list[Path]) -> dict:
-    """The Chrome trace of a timeline: the merged file when there is one, else built from the
-    segments by the tracing package (imported lazily)."""
-    if files:
-        events: list = []
-        rest = jsonscan.load_trace(files[0], events.extend)
-        rest["traceEvents"] = events
-        return rest
-    try:
-        from mindspeed_profiler.tracing.merge import build_timeline
-    except ImportError as exc:
-        raise RuntimeError(f"{where}: only timeline segments (*.seg.jsonl) here and the tracing package "
-                           f"cannot be imported to merge them ({exc}); run `mindspeed-profiler merge {where}` "
-                           "where it is installed") from None
-    return build_timeline(str(where))
-
-
-def _worker(e: dict, pname: dict) -> str:
-    a = e.get("args") if isinstance(e.get("args"), dict) else {}
-    if a.get("role") is not None and a.get("rank") is not None:
-        return f"{a['role']}:{a['rank']}"
-    return str(pname.get(e.get("pid"), e.get("pid")))
-
-
-def _spans(trace: dict) -> tuple[list[dict], list[dict]]:
-    evs = trace.get("traceEvents") if isinstance(trace, dict) else trace
-    if not isinstance(evs, list):
-        raise ValueError("timeline: no traceEvents list")
-    pname = {e.get("pid"): (e.get("args") or {}).get("name") for e in evs
-             if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "process_name"}
-    stages, iters = [], []
-    for e in evs:
-        if not isinstance(e, dict) or e.get("ph") != "X":
-            continue
-        cat = e.get("cat")
-        if cat not in ("stage", "iteration"):
-            continue
-        try:
-            ts, dur = float(e["ts"]), float(e.get("dur", 0.0))
-        except (KeyError, TypeError, ValueError):
-            continue
-        if not (np.isfinite(ts) and np.isfinite(dur)) or dur < 0:
-            continue
-        a = e.get("args") if isinstance(e.get("args"), dict) else {}
-        it = a.get("iteration")
-        it = int(it) if isinstance(it, (int, float)) and not isinstance(it, bool) and np.isfinite(it) else None
-        if cat == "stage":
-            stages.append({"stage": str(a.get("stage") or e.get("name")), "worker": _worker(e, pname),
-                           "role": a.get("role"), "rank": a.get("rank"), "iteration": it,
-                           "ts": ts, "dur": dur})
-        else:
-            iters.append({"iteration": it, "ts": ts, "dur": dur, "worker": _worker(e, pname)})
-    return stages, iters
 
 
 def _iteration_windows(stages: list[dict], iters: list[dict]) -> list[dict]:
@@ -93,33 +34,8 @@ def _iteration_windows(stages: list[dict], iters: list[dict]) -> list[dict]:
     return [{"iteration": k, "start": v[0], "end": v[1]} for k, v in sorted(win.items())]
 
 
-def critical_path(spans: list[dict], lo: float, hi: float) -> list[dict]:
-    """Greedy latest-finishing-predecessor chain inside [lo, hi] (see module doc)."""
-    cand = sorted(((min(s["ts"] + s["dur"], hi), max(s["ts"], lo), i) for i, s in enumerate(spans)
-                   if s["ts"] < hi and s["ts"] + s["dur"] > lo), reverse=True)
-    chain, cur = [], hi
-    eps = 1e-6
-    while cur > lo + eps:
-        best = None
-        for end, start, i in cand:       # sorted by end, descending: first fit is the latest
-            if end <= cur + eps and start < cur - eps:
-                if best is None or (end == best[0] and start < best[1]):
-                    best = (end, start, i)
-                elif end < best[0]:
-                    break
-        if best is None:
-            break
-        end, start, i = best
-        s = spans[i]
-        chain.append({"stage": s["stage"], "worker": s["worker"], "start_us": start, "dur_us": end - start,
-                      "wait_before_end_us": cur - end})
-        cur = start
-    chain.reverse()
-    return chain
-
-
 def analyse_timeline(trace: dict) -> dict:
-    stages, iters = _spans(trace)
+    stages, iters = rl_spans(trace)
     for i, s in enumerate(stages):   # original order, so that ties resolve as before
         s["_i"] = i
     if not stages and not iters:

@@ -1,0 +1,48 @@
+"""Where the device time went (all in microseconds).
+
+Device busy: time covered by at least one device activity (kernel, memcpy/memset, Ascend hardware
+task, HCCL), split exclusively: compute, then communication not overlapped by compute, then memory
+copy not overlapped by either; idle = window - busy, where the window runs from the first to the
+last device activity. So busy = compute + communication_exposed + memcpy_exposed, and
+busy + idle = window.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import intervals
+from .classify import ClassifiedTrace
+
+
+def device_breakdown(ts: np.ndarray, end: np.ndarray, comp: np.ndarray, comm: np.ndarray,
+                     mem: np.ndarray, window: tuple[float, float] | None = None) -> dict | None:
+    """Exclusive split of device time (see module doc); None when there is no device activity."""
+    dev = comp | comm | mem
+    if not dev.any():
+        return None
+    s, e = ts[dev], end[dev]
+    lo, hi = (float(s.min()), float(e.max())) if window is None else window
+
+    def u(mask):
+        a, b = intervals.clip(ts[mask], end[mask], lo, hi)
+        return intervals.union_length(a, b)
+    c = u(comp)
+    k = u(comm)
+    ck = u(comp | comm)
+    busy = u(dev)
+    return {
+        "window_us": hi - lo,
+        "busy_us": busy,
+        "compute_us": c,
+        "communication_us": k,
+        "communication_exposed_us": ck - c,
+        "communication_overlapped_us": c + k - ck,
+        "memcpy_exposed_us": busy - ck,
+        "idle_us": (hi - lo) - busy,
+        "n_activities": int(dev.sum()),
+    }
+
+
+def trace_breakdown(ct: ClassifiedTrace) -> dict | None:
+    m = ct.m
+    return device_breakdown(ct.ts, ct.end, m["compute"], m["comm"], m["memcpy"])

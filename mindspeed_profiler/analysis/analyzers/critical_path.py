@@ -1,0 +1,33 @@
+"""The critical path of an iteration, from the timeline's stage spans.
+
+There are no explicit dependencies in the trace, so this is a heuristic, stated: walking back from
+the iteration end, take the span that ends last before the current point, jump to its start, and
+repeat. The chain is the sequence of spans that bounds the iteration; the gaps between them are
+time when no stage on the path was running (driver work, scheduling, waiting).
+"""
+from __future__ import annotations
+
+
+def critical_path(spans: list[dict], lo: float, hi: float) -> list[dict]:
+    """Greedy latest-finishing-predecessor chain inside [lo, hi] (see module doc)."""
+    cand = sorted(((min(s["ts"] + s["dur"], hi), max(s["ts"], lo), i) for i, s in enumerate(spans)
+                   if s["ts"] < hi and s["ts"] + s["dur"] > lo), reverse=True)
+    chain, cur = [], hi
+    eps = 1e-6
+    while cur > lo + eps:
+        best = None
+        for end, start, i in cand:       # sorted by end, descending: first fit is the latest
+            if end <= cur + eps and start < cur - eps:
+                if best is None or (end == best[0] and start < best[1]):
+                    best = (end, start, i)
+                elif end < best[0]:
+                    break
+        if best is None:
+            break
+        end, start, i = best
+        s = spans[i]
+        chain.append({"stage": s["stage"], "worker": s["worker"], "start_us": start, "dur_us": end - start,
+                      "wait_before_end_us": cur - end})
+        cur = start
+    chain.reverse()
+    return chain

@@ -1,0 +1,57 @@
+"""Device kernels by total time: from a Kineto / trace_view trace, torch_npu's
+kernel_details.csv, or its db export."""
+from __future__ import annotations
+
+import numpy as np
+
+from ._rows import group_sum, top
+from .classify import ClassifiedTrace
+
+
+def trace_kernels(ct: ClassifiedTrace, top_n: int) -> list[dict]:
+    """name, count, total_us and class (compute / communication / memcpy) per device activity name."""
+    ev, m = ct.ev, ct.m
+    nn = len(ev.names)
+    dmask = m["device"]
+    kn = ev.name[dmask]
+    kcnt = np.bincount(kn, minlength=nn)
+    ktot = group_sum(kn, ct.dur[dmask], nn)
+    kcls = np.full(nn, "compute", dtype=object)
+    kcls[ev.name[m["comm"]]] = "communication"
+    kcls[ev.name[m["memcpy"]]] = "memcpy"
+    return top([{"name": str(ev.names[i]), "count": int(kcnt[i]), "total_us": float(ktot[i]),
+                 "class": kcls[i]} for i in np.flatnonzero(kcnt)], "total_us", top_n)
+
+
+def kernel_class(is_comm: bool, is_memcpy: bool) -> str:
+    return "communication" if is_comm else "memcpy" if is_memcpy else "compute"
+
+
+def detail_kernels(names: list[str], types: list[str], cores: list[str], dur: np.ndarray,
+                   classes: list[str], top_n: int) -> list[dict]:
+    """kernel_details.csv rows aggregated by name (type, core and class of the first row)."""
+    agg: dict[str, dict] = {}
+    for n, t, c, d, k in zip(names, types, cores, dur, classes):
+        a = agg.setdefault(n, {"name": n, "type": t, "core": c, "count": 0, "total_us": 0.0, "class": k})
+        a["count"] += 1
+        a["total_us"] += float(d)
+    return sorted(agg.values(), key=lambda a: -a["total_us"])[:top_n]
+
+
+def kernel_types(types: list[str], dur: np.ndarray, top_n: int) -> list[dict]:
+    """Total device time per kernel type (AI_CORE, AI_VECTOR_CORE, HCCL, ...)."""
+    by_type: dict[str, float] = {}
+    for t, d in zip(types, dur):
+        by_type[t] = by_type.get(t, 0.0) + float(d)
+    return sorted(({"type": k, "total_us": v} for k, v in by_type.items()), key=lambda a: -a["total_us"])[:top_n]
+
+
+def db_kernels(tasks: np.ndarray, names: dict[int, str], top_n: int) -> list[dict]:
+    """Named compute tasks of the db export ((startNs, endNs, globalTaskId) rows) by name."""
+    agg: dict[str, dict] = {}
+    for (s, e, g) in tasks:
+        n = names[int(g)]
+        a = agg.setdefault(n, {"name": n, "count": 0, "total_us": 0.0, "class": "compute"})
+        a["count"] += 1
+        a["total_us"] += (e - s) / 1e3
+    return sorted(agg.values(), key=lambda a: -a["total_us"])[:top_n]

@@ -1,0 +1,53 @@
+"""The host ops of a trace by self time and by the device time they launched.
+
+Self time of a host op: its duration minus the durations of its direct children on the same
+thread (ops, annotations and runtime calls form one call stack per thread). Device time of an op:
+the kernels launched (matched by correlation id) from runtime calls directly inside it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import intervals
+from ._rows import group_sum, top
+from .classify import ClassifiedTrace
+
+
+def op_rows(ct: ClassifiedTrace) -> list[dict]:
+    """One row per op name (ProfilerStep ranges excluded): count, total_us, self_us, device_us."""
+    ev, m, ts, dur = ct.ev, ct.m, ct.ts, ct.dur
+    host = m["host_op"] | m["annotation"] | m["runtime"]
+    hidx = np.flatnonzero(host)
+    group = ev.pid[hidx].astype(np.int64) * (len(ev.tids) + 1) + ev.tid[hidx]
+    selft, par = intervals.self_times(group, ts[hidx], dur[hidx])
+    nn = len(ev.names)
+    # device time per op: kernel -> runtime call (same correlation id) -> its parent op
+    op_dev = np.zeros(nn)
+    rt_local = np.flatnonzero(m["runtime"][hidx])
+    kern = np.flatnonzero(m["device"] & (ev.corr >= 0))
+    if len(rt_local) and len(kern):
+        rt_corr = ev.corr[hidx[rt_local]]
+        order = np.argsort(rt_corr)
+        sc = rt_corr[order]
+        pos = np.clip(np.searchsorted(sc, ev.corr[kern]), 0, len(sc) - 1)
+        hit = sc[pos] == ev.corr[kern]
+        launcher = rt_local[order[pos[hit]]]
+        op_local = par[launcher]
+        has_op = op_local >= 0
+        op_local = op_local[has_op]
+        is_op = m["host_op"][hidx[op_local]]
+        np.add.at(op_dev, ev.name[hidx[op_local[is_op]]], dur[kern[hit][has_op][is_op]])
+
+    ops = np.flatnonzero(m["host_op"][hidx] & ~ct.is_step[hidx])
+    names = ev.name[hidx[ops]]
+    cnt = np.bincount(names, minlength=nn)
+    tot = group_sum(names, dur[hidx[ops]], nn)
+    slf = group_sum(names, selft[ops], nn)
+    return [{"name": str(ev.names[i]), "count": int(cnt[i]), "total_us": float(tot[i]),
+             "self_us": float(slf[i]), "device_us": float(op_dev[i])} for i in np.flatnonzero(cnt)]
+
+
+def top_ops(rows: list[dict], top_n: int) -> dict[str, list[dict]]:
+    """top_ops (by self time) and top_ops_by_device (ops that launched device work, by its time)."""
+    return {"top_ops": top(rows, "self_us", top_n),
+            "top_ops_by_device": top([r for r in rows if r["device_us"] > 0], "device_us", top_n)}

@@ -1,0 +1,138 @@
+"""The offline batch: discover -> prepare (e.g. parse raw Ascend captures) -> analyse captures in
+parallel -> cross-capture tables -> summary.json / report.html / analysis.db."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from mindspeed_profiler import formats
+
+from .analyzers import crossrank
+from .capture import analyse_capture
+from .discover import Capture, discover
+from .inputs import input_kinds
+from .outputs import write_summary
+from .pool import run_pool
+
+POOL_MIN_BYTES = 8 << 20   # below this, starting worker processes costs more than it saves
+EXIT_OK, EXIT_SOME_FAILED, EXIT_NOTHING_FOUND = 0, 1, 3
+UNPARSED = "unparsed"
+
+
+def prepare(root: Path, caps: list[Capture], jobs: int, export_type: str, log: Callable[[str], None],
+            python: str = sys.executable) -> dict[str, str]:
+    """Each input kind's preparation step; {capture path: why it cannot be analysed here}."""
+    reasons: dict[str, str] = {}
+    for kind in input_kinds():
+        if kind.prepare is not None:
+            reasons.update(kind.prepare(root, caps, jobs, export_type, log, python))
+    return reasons
+
+
+def run_captures(root: Path, caps: list[Capture], jobs: int, top_n: int, want_events: bool,
+                 progress: bool, fn: Callable = analyse_capture) -> list[dict]:
+    """Analyse captures, in worker processes when there is more than one job and capture
+    (and enough bytes to be worth starting them)."""
+    results: dict[int, dict] = {}
+    bar = None
+    if progress and caps:
+        from rich.progress import Progress
+        bar = Progress(transient=True, console=_stderr_console())
+        task = bar.add_task("analysing", total=len(caps))
+        bar.start()
+
+    def done(i: int, res: dict) -> None:
+        results[i] = res
+        if bar:
+            bar.advance(task)
+
+    try:
+        if jobs > 1 and len(caps) > 1 and _total_bytes(root, caps) > POOL_MIN_BYTES:
+            run_pool(root, caps, jobs, top_n, want_events, done, fn)
+        else:
+            for i, c in enumerate(caps):
+                done(i, fn(str(root), c.to_dict(), top_n, want_events))
+    finally:
+        if bar:
+            bar.stop()
+    return [results[i] for i in range(len(caps))]
+
+
+def _total_bytes(root: Path, caps: list[Capture]) -> int:
+    total = 0
+    for c in caps:
+        for f in c.files:
+            try:
+                total += (root / f).stat().st_size
+            except OSError:
+                pass
+    return total
+
+
+def _stderr_console():
+    from rich.console import Console
+    return Console(stderr=True)
+
+
+def analyse_directory(root: str | Path, jobs: int | None = None, export_type: str = "text", top_n: int = 20,
+                      html: bool = True, threshold: float = 1.2, progress: bool | None = None,
+                      out_dir: str | Path | None = None, log: Callable[[str], None] | None = None,
+                      python: str = sys.executable, write: bool = True) -> tuple[dict, int]:
+    """Analyse everything under `root`; write the outputs (unless write=False); return
+    (summary, exit code)."""
+    t_start = time.perf_counter()
+    root = Path(root)
+    log = log or (lambda m: print(m, file=sys.stderr))
+    if not root.exists():
+        raise FileNotFoundError(f"analyse: directory {str(root)!r} does not exist")
+    jobs = jobs or os.cpu_count() or 1
+    if progress is None:
+        progress = sys.stderr.isatty()
+    base = root if root.is_dir() else root.parent
+    caps = discover(root)
+    reasons = prepare(base, caps, jobs, export_type, log, python)
+    todo = [c for c in caps if c.path not in reasons]
+    results = run_captures(base, todo, jobs, top_n, export_type == "db", progress)
+    captures = [r["capture"] for r in results]
+    for c in caps:
+        if c.path in reasons:
+            d = c.to_dict()
+            d.update(status=UNPARSED, error=reasons[c.path])
+            captures.append(d)
+    captures.sort(key=lambda c: c["path"])
+    rows = crossrank.stage_rank_rows(captures)
+    counts = {"found": len(captures), "ok": sum(c["status"] == "ok" for c in captures),
+              "failed": sum(c["status"] == "failed" for c in captures),
+              "unparsed": sum(c["status"] == UNPARSED for c in captures)}
+    code = EXIT_NOTHING_FOUND if not captures else EXIT_OK if counts["ok"] == len(captures) else EXIT_SOME_FAILED
+    timelines = [c for c in captures if c["kind"] == "timeline" and c["status"] == "ok"]
+    summary = {
+        "schema": formats.SUMMARY_SCHEMA, "tool": "mindspeed-profiler analyse", "root": str(root.resolve()),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "options": {"jobs": jobs, "export_type": export_type, "top": top_n, "threshold": threshold},
+        "counts": counts, "exit_code": code,
+        "captures": captures,
+        "stage_rank": rows,
+        "slow_ranks": crossrank.slow_ranks(rows, threshold),
+        "timeline": timelines[0]["timeline"] if timelines else None,
+        "elapsed_s": None,
+    }
+    if not captures:
+        return summary, code
+    out = Path(out_dir) if out_dir else base / formats.ANALYSIS_DIR
+    if write:
+        out.mkdir(parents=True, exist_ok=True)
+        if export_type == "db":
+            from .sqlite_export import write_db
+            write_db(out / formats.DB_FILE, summary, results)
+    summary["elapsed_s"] = round(time.perf_counter() - t_start, 3)
+    if write:
+        write_summary(out / formats.SUMMARY_FILE, summary)
+        if html:
+            from .report import write_report
+            write_report(out / formats.REPORT_FILE, summary)
+    return summary, code

@@ -1,0 +1,45 @@
+"""One Chrome / Kineto trace file (torch.profiler's *.pt.trace.json[.gz], torch_npu's
+trace_view.json) -> an `Events` table plus the trace's other top-level fields."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import jsonscan
+from .events import Events, EventTable
+
+
+@dataclass
+class KinetoTrace:
+    events: Events
+    distributed: dict | None  # distributedInfo: backend / rank / world_size, when torch.distributed was up
+
+
+def read_kineto_trace(path: Path) -> KinetoTrace:
+    """Parse a trace file; raises jsonscan.TraceFormatError (or OSError) when it is not one."""
+    if path.stat().st_size == 0:
+        raise jsonscan.TraceFormatError("empty file")
+    table = EventTable()
+    rest = jsonscan.load_trace(path, table.add_batch)
+    ev = table.finish()
+    base_ns = rest.get("baseTimeNanoseconds") if isinstance(rest, dict) else None
+    if isinstance(base_ns, int) and not isinstance(base_ns, bool) and base_ns > 0:
+        # newer Kineto writes ts relative to baseTimeNanoseconds (the epoch time of ts 0)
+        ev.t0_us += base_ns // 1000
+        if base_ns % 1000:
+            ev.ts = ev.ts + (base_ns % 1000) / 1000.0
+    if ev.n_raw == 0:
+        raise jsonscan.TraceFormatError("the trace has no events")
+    if len(ev) == 0 and not ev.process_names:
+        raise jsonscan.TraceFormatError("no complete ('X') events: not a Chrome/Kineto trace")
+    dist = rest.get("distributedInfo") if isinstance(rest, dict) else None
+    distributed = {k: dist.get(k) for k in ("backend", "rank", "world_size") if k in dist} if isinstance(dist, dict) else None
+    return KinetoTrace(ev, distributed)
+
+
+def event_columns(ev: Events) -> dict:
+    """The events as plain columns (absolute microseconds), for analysis.db."""
+    return {"names": [str(x) for x in ev.names], "cats": [str(x) for x in ev.cats],
+            "pids": [str(x) for x in ev.pids], "tids": [str(x) for x in ev.tids],
+            "name": ev.name, "cat": ev.cat, "pid": ev.pid, "tid": ev.tid,
+            "ts": ev.ts + ev.t0_us, "dur": ev.dur}

@@ -1,0 +1,177 @@
+"""The on-disk contract between what the runtime writes and what the analysis reads.
+
+One module, standard library only, imported by the writers (profiler, backends, tracer) and the
+readers (analysis, merge) alike, so a name or a pattern is defined exactly once. docs/formats.md
+describes the same things in prose; tests/test_formats.py keeps the two in step.
+
+    <profile_save_path>/
+      run.json                                   RUN_FILE
+      <stage or "all">/<capture dir>/            capture_dir_name(): <worker>_<pid>_<time>_<suffix>
+        mindspeed_profiler_meta.json             META_FILE (keys: META_KEYS)
+        <role>_rank<R>.<pid>.pt.trace.json.gz    trace_file_name() (Kineto JSON, torch captures)
+        ASCEND_PROFILER_OUTPUT/...               ASCEND_* (torch_npu captures)
+      timeline/<role>_rank<R>_<host>_<pid>.seg.jsonl   segment_name(); merged: TIMELINE_FILE(.gz)
+      system/                                    SYSTEM_DIR
+      analysis/summary.json, report.html, analysis.db
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# ---------------------------------------------------------------------------------- directories
+
+ALL_DIR = "all"  # the stage directory of `stage: all` captures
+TIMELINE_DIR = "timeline"
+SYSTEM_DIR = "system"
+ANALYSIS_DIR = "analysis"
+RUN_FILE = "run.json"
+RUN_SCHEMA = 1
+
+# ---------------------------------------------------------------------------------- captures
+
+# Ours; torch_npu writes its own `profiler_metadata.json` into *_ascend_pt/, hence the long name.
+META_FILE = "mindspeed_profiler_meta.json"
+META_SCHEMA = 1
+# Every key a capture's metadata carries (docs/formats.md explains each).
+META_KEYS = (
+    "schema", "role", "stage", "rank", "world_size", "local_rank", "parallel", "steps", "warmup_steps",
+    "requested_warmup_steps", "profiled_iterations", "backend", "device", "level", "export_type", "mstx",
+    "host", "pid", "clock", "start_time", "end_time", "status", "errors", "trace_files", "options", "notes",
+)
+CAPTURE_STATUSES = ("ok", "failed", "skipped")
+
+# A capture directory's suffix says what is inside: the on-disk format, not the backend that
+# wrote it (two backends may write the same format). A new format is a change of this contract.
+CAPTURE_FORMATS: dict[str, str] = {
+    "pt": "kineto",         # Kineto JSON trace files (torch.profiler)
+    "ascend_pt": "ascend",  # torch_npu's layout: raw FRAMEWORK/ + PROF_*/, parsed ASCEND_PROFILER_OUTPUT/
+}
+
+# <role>_rank<R>_step<A>-<B>[_c<K>]_<host>_<pid>_<YYYYmmddHHMMSSmmm>_<suffix>; the longest
+# suffix first so that "_ascend_pt" is not read as a host ending in "_ascend" + "_pt".
+_SUFFIX_ALT = "|".join(sorted(map(re.escape, CAPTURE_FORMATS), key=len, reverse=True))
+CAPTURE_DIR_RE = re.compile(
+    r"^(?P<role>.+)_rank(?P<rank>\d+)_step(?P<first>\d+)-(?P<last>\d+)(?:_c(?P<call>\d+))?"
+    rf"_(?P<host>[A-Za-z0-9.\-]+)_(?P<pid>\d+)_(?P<time>\d{{17}})_(?P<suffix>{_SUFFIX_ALT})$"
+)
+# The identity part alone (role, rank, steps), for directories renamed or copied by hand.
+CAPTURE_NAME_PREFIX_RE = re.compile(r"^(?P<role>.+?)_rank(?P<rank>\d+)_step(?P<first>\d+)-(?P<last>\d+)(?:_c\d+)?_")
+ROLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+HOST_UNSAFE_RE = re.compile(r"[^A-Za-z0-9.\-]")
+
+
+def host_token(host: str) -> str:
+    """The host name with '_' and odd characters replaced by '-', so names split unambiguously."""
+    return HOST_UNSAFE_RE.sub("-", host) or "host"
+
+
+def worker_prefix(role: str, rank: int, first: int, last: int, call: int = 1) -> tuple[str, str]:
+    """(role, `_rank<R>_step<A>-<B>[_c<K>]`): the parts of a worker name around the role."""
+    return role, f"_rank{rank}_step{first}-{last}" + (f"_c{call}" if call > 1 else "")
+
+
+def capture_dir_name(worker: str, suffix: str, pid: int, time_token: str) -> str:
+    """`<worker>_<pid>_<YYYYmmddHHMMSSmmm>_<suffix>` (worker = `<role>_rank<R>_step<A>-<B>[_c<K>]_<host>`)."""
+    if suffix not in CAPTURE_FORMATS:
+        raise ValueError(f"capture suffix {suffix!r}: allowed: {', '.join(CAPTURE_FORMATS)}")
+    return f"{worker}_{pid}_{time_token}_{suffix}"
+
+
+def parse_capture_dir_name(name: str) -> dict[str, Any] | None:
+    """role, rank, first, last, call, host, pid, time, suffix and format of a capture directory
+    name, or None when it is not one of ours."""
+    m = CAPTURE_DIR_RE.match(name)
+    if not m:
+        return None
+    d: dict[str, Any] = m.groupdict()
+    for k in ("rank", "first", "last", "pid"):
+        d[k] = int(d[k])
+    d["call"] = int(d["call"] or 1)
+    d["format"] = CAPTURE_FORMATS[d["suffix"]]
+    return d
+
+
+def capture_format_of_dir(name: str) -> str | None:
+    """The format a directory name's suffix announces (also for names not written by us, e.g.
+    torch_npu's `<host>_<pid>_<time>_ascend_pt`), or None."""
+    for suffix in sorted(CAPTURE_FORMATS, key=len, reverse=True):
+        if name.endswith("_" + suffix):
+            return CAPTURE_FORMATS[suffix]
+    return None
+
+
+TRACE_FILE_SUFFIX = ".pt.trace.json.gz"
+
+
+def trace_file_name(basename: str, pid: int) -> str:
+    """`<role>_rank<R>.<pid>.pt.trace.json.gz`: the Kineto JSON of a torch capture."""
+    return f"{basename}.{pid}{TRACE_FILE_SUFFIX}"
+
+
+def trace_basename(role: str, rank: int) -> str:
+    return f"{role}_rank{rank}"
+
+
+# ---------------------------------------------------------------------------------- Ascend (torch_npu)
+
+ASCEND_OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+ASCEND_TRACE_VIEW = "trace_view.json"
+ASCEND_KERNEL_DETAILS = "kernel_details.csv"
+ASCEND_STEP_TRACE = "step_trace_time.csv"
+# The parsed text files the analysis reads, in the order it prefers them.
+ASCEND_TEXT_FILES = (ASCEND_TRACE_VIEW, ASCEND_KERNEL_DETAILS, ASCEND_STEP_TRACE)
+ASCEND_DB_GLOB = "ascend_pytorch_profiler*.db"
+# Other files torch_npu writes beside them (claimed with the capture, never read as traces).
+ASCEND_SIDE_FILES = frozenset({
+    "operator_details.csv", "op_statistic.csv", "api_statistic.csv", "communication.json",
+    "communication_matrix.json", "memory_record.csv", "operator_memory.csv", "npu_module_mem.csv",
+    "data_preprocess.csv", "l2_cache.csv", "op_summary.csv",
+})
+ASCEND_METADATA_FILE = "profiler_metadata.json"
+# msprof-analyze's cluster output.
+CLUSTER_STEP_TRACE_FILE = "cluster_step_trace_time.csv"
+
+# ---------------------------------------------------------------------------------- timeline
+
+SEGMENT_SUFFIX = ".seg.jsonl"
+SEGMENT_SCHEMA = 1
+TIMELINE_FILE = "timeline.json"
+TIMELINE_FILES = (TIMELINE_FILE, TIMELINE_FILE + ".gz")  # readers take either, the plain one first
+_SEGMENT_UNSAFE_RE = re.compile(r"[^A-Za-z0-9_.\-]+")
+
+
+def segment_name(role: str, rank: int, host: str, pid: int) -> str:
+    """Unique per process and host, readable: `<role>_rank<R>_<host>_<pid>.seg.jsonl`."""
+    return f"{_SEGMENT_UNSAFE_RE.sub('-', role)}_rank{rank}_{_SEGMENT_UNSAFE_RE.sub('-', host)}_{pid}{SEGMENT_SUFFIX}"
+
+
+# Segment files are JSON lines: records are objects with a "type", events are flat lists
+#   [ph, name, cat, start_mono_ns, dur_ns, lane, args | null]
+# with ph "X" (complete span) or "i" (instant). docs/tracing.md shows an example of each.
+SEG_HEADER, SEG_THREAD, SEG_CLOCK, SEG_STATS, SEG_CLOSE = "header", "thread", "clock", "stats", "close"
+SEG_RECORD_TYPES = (SEG_HEADER, SEG_THREAD, SEG_CLOCK, SEG_STATS, SEG_CLOSE)
+PH_SPAN, PH_INSTANT = "X", "i"
+EVENT_FIELDS = ("ph", "name", "cat", "start_ns", "dur_ns", "lane", "args")
+
+# Span categories the analysis relies on (other categories are free: user, driver, ...).
+CAT_STAGE = "stage"            # an RL stage on a worker; name / args.stage = the stage name
+CAT_ITERATION = "iteration"    # one training iteration; args.iteration = its 1-based number
+CAT_RPC = "rpc"                # a driver-side call into a worker group
+CAT_PROFILER = "profiler"      # the profiler's own work (profiler_export), kept out of stage spans
+CAT_MSTX = "mstx"              # a marked range (mstx_timer_decorator / mstx_range / mstx_mark)
+# The span names the profiler writes for itself.
+SPAN_ITERATION = "iteration"
+SPAN_PROFILER_EXPORT = "profiler_export"
+
+# ---------------------------------------------------------------------------------- analysis outputs
+
+SUMMARY_FILE = "summary.json"
+REPORT_FILE = "report.html"
+DB_FILE = "analysis.db"
+SUMMARY_SCHEMA = 1
+# JSON files that are never traces, wherever they lie.
+NOT_TRACE_FILES = frozenset({
+    META_FILE, ASCEND_METADATA_FILE, RUN_FILE, SUMMARY_FILE, "profiler_info.json",
+    "cluster_communication.json", "cluster_communication_matrix.json", "package.json",
+})

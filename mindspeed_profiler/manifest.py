@@ -1,0 +1,93 @@
+"""What a run and each capture say about themselves: run.json and the capture metadata
+(formats.RUN_FILE, formats.META_FILE; the keys are formats.META_KEYS, described in docs/formats.md)."""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mindspeed_profiler import formats
+from mindspeed_profiler.backends import layout
+from mindspeed_profiler.config import IntegratedConfig, ProfilerConfig, _plain
+
+
+def split_config(cfg: Any) -> tuple[ProfilerConfig | None, IntegratedConfig]:
+    """(whole ProfilerConfig or None, IntegratedConfig) from either."""
+    if isinstance(cfg, ProfilerConfig):
+        return cfg, cfg.integrated
+    if isinstance(cfg, IntegratedConfig):
+        return None, cfg
+    raise TypeError(f"expected a ProfilerConfig or IntegratedConfig (from load_config), got {type(cfg).__name__}")
+
+
+def versions() -> dict[str, str | None]:
+    from importlib import metadata
+
+    out: dict[str, str | None] = {"python": sys.version.split()[0]}
+    for dist in ("mindspeed-profiler", "torch", "torch-npu", "ray", "megatron-core"):
+        try:
+            out[dist] = metadata.version(dist)
+        except Exception:
+            out[dist] = None
+    return out
+
+
+def config_dict(cfg: Any) -> dict[str, Any]:
+    full, integ = split_config(cfg)
+    if full is not None:
+        return full.to_dict()
+    return {"profiler_config": {"integrated": _plain(integ)}}
+
+
+def write_run_manifest(cfg: Any, save_path: str | None = None, *, role: str = "driver", rank: int = 0) -> Path:
+    """Write `<profile_save_path>/run.json` (config, versions, start time) atomically."""
+    _, integ = split_config(cfg)
+    path = Path(save_path or integ.profile_save_path) / formats.RUN_FILE
+    manifest = {
+        "schema": formats.RUN_SCHEMA,
+        "config": config_dict(cfg),
+        "versions": versions(),
+        "start_time": layout.utc_now_iso(),
+        "writer": {"role": role, "rank": rank, "host": socket.gethostname(), "pid": os.getpid()},
+    }
+    return layout.write_json_atomic(path, manifest)
+
+
+def capture_metadata(cfg: IntegratedConfig, *, role: str, stage: str | None, rank: int, world_size: int,
+                     local_rank: int | None, first: int, last: int, warmup: int, requested_warmup: int,
+                     backend: str, device: str | None, host: str, notes: list[str]) -> dict[str, Any]:
+    """A capture's metadata as it starts (status, end time, files and errors are filled in later)."""
+    from mindspeed_profiler.integrations.megatron import parallel_layout
+
+    meta = {
+        "schema": formats.META_SCHEMA,
+        "role": role,
+        "stage": stage or formats.ALL_DIR,
+        "rank": rank,
+        "world_size": world_size,
+        "local_rank": local_rank,
+        "parallel": parallel_layout(),
+        "steps": [first, last],
+        "warmup_steps": warmup,
+        "requested_warmup_steps": requested_warmup,
+        "profiled_iterations": [first - warmup, last],
+        "backend": backend,
+        "device": device,
+        "level": cfg.profile_level,
+        "export_type": cfg.profile_export_type,
+        "mstx": bool(cfg.mstx),
+        "host": host,
+        "pid": os.getpid(),
+        "clock": {"wall_ns": time.time_ns(), "mono_ns": time.monotonic_ns()},
+        "start_time": layout.utc_now_iso(),
+        "end_time": None,
+        "status": "ok",
+        "errors": [],
+        "trace_files": [],
+        "options": None,
+        "notes": list(notes),
+    }
+    return meta
