@@ -24,6 +24,7 @@ _EXPORTS: dict[str, str] = {
     "profiler_start": "mindspeed_profiler.mindspeed_api",
     "profiler_step": "mindspeed_profiler.mindspeed_api",
     "write_run_manifest": "mindspeed_profiler.manifest",
+    "start_run": "mindspeed_profiler.manifest",
     "register_backend": "mindspeed_profiler.backends.registry",
     "RunAnalysis": "mindspeed_profiler.analysis.facade",
     "mstx_timer_decorator": "mindspeed_profiler.mstx",

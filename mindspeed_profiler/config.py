@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from mindspeed_profiler import stages as _stages
+from mindspeed_profiler.formats import RUN_ID_KEY, RUN_ID_RE
 
 ROOT_KEY = "profiler_config"
 MISSING = "???"  # OmegaConf's mandatory-missing marker
@@ -398,6 +399,9 @@ class ProfilerConfig:
     integrated: IntegratedConfig = field(default_factory=IntegratedConfig)
     tracer: TracerConfig = field(default_factory=TracerConfig)
     system: SystemConfig | None = None
+    # Not a setting: the id of the run this config drives, set by manifest.start_run on the driver
+    # and carried to the workers with the config (`profiler_config.run_id`).
+    run_id: str | None = None
 
     @property
     def timeline_dir(self) -> str:
@@ -410,7 +414,10 @@ class ProfilerConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain, YAML-friendly dict (lists for tuples) of the normalized config."""
-        return {ROOT_KEY: {name: _plain(getattr(self, name)) for name in SECTIONS if getattr(self, name) is not None}}
+        block = {name: _plain(getattr(self, name)) for name in SECTIONS if getattr(self, name) is not None}
+        if self.run_id is not None:
+            block[RUN_ID_KEY] = self.run_id
+        return {ROOT_KEY: block}
 
     def to_yaml(self) -> str:
         import yaml
@@ -703,8 +710,12 @@ def validate(block: Mapping[str, Any], *, check_paths: bool = True) -> ProfilerC
     if not isinstance(block, Mapping):
         raise ProfilerConfigError([(ROOT_KEY, f"got {_describe(block)}; expected a mapping")])
     for key in block:
-        if key not in SECTIONS:
+        if key not in SECTIONS and key != RUN_ID_KEY:
             problems.append((f"{ROOT_KEY}.{key}", f"unknown section {key!r}{_hint(key, SECTIONS)}; valid sections: {', '.join(SECTIONS)}"))
+    run_id = block.get(RUN_ID_KEY)
+    if run_id is not None and not (isinstance(run_id, str) and RUN_ID_RE.match(run_id)):
+        problems.append((f"{ROOT_KEY}.{RUN_ID_KEY}", f"got {_describe(run_id)}; expected up to 64 letters, digits, '.', '_' "
+                                                     "or '-' (it is set by start_run on the driver; leave it out)"))
     n_before = len(problems)
     integ = _check_section("integrated", block.get("integrated"), problems)
     integ_bad = len(problems) > n_before
@@ -727,6 +738,7 @@ def validate(block: Mapping[str, Any], *, check_paths: bool = True) -> ProfilerC
         integrated=IntegratedConfig(**(integ or {})),
         tracer=TracerConfig(**(tracer or {})),
         system=SystemConfig(**system) if system is not None else None,
+        run_id=run_id,
     )
 
 

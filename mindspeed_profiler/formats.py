@@ -27,6 +27,12 @@ SYSTEM_DIR = "system"
 ANALYSIS_DIR = "analysis"
 RUN_FILE = "run.json"
 RUN_SCHEMA = 1
+# Every run has an id (run.json, each capture's metadata, each segment header), so that two runs
+# written into one directory are never mixed. The driver makes it (manifest.start_run) and passes it
+# to the workers in the config (`profiler_config.run_id`) and in this environment variable.
+RUN_ID_KEY = "run_id"
+RUN_ID_ENV = "MINDSPEED_PROFILER_RUN_ID"
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,63}$")
 
 # ---------------------------------------------------------------------------------- captures
 
@@ -35,7 +41,7 @@ META_FILE = "mindspeed_profiler_meta.json"
 META_SCHEMA = 1
 # Every key a capture's metadata carries (docs/formats.md explains each).
 META_KEYS = (
-    "schema", "role", "stage", "rank", "world_size", "local_rank", "parallel", "steps", "warmup_steps",
+    "schema", "run_id", "role", "stage", "rank", "world_size", "local_rank", "parallel", "steps", "warmup_steps",
     "requested_warmup_steps", "profiled_iterations", "backend", "device", "level", "export_type", "mstx",
     "host", "pid", "clock", "start_time", "end_time", "status", "errors", "trace_files", "options", "notes",
 )
@@ -138,6 +144,12 @@ SEGMENT_SUFFIX = ".seg.jsonl"
 SEGMENT_SCHEMA = 1
 TIMELINE_FILE = "timeline.json"
 TIMELINE_FILES = (TIMELINE_FILE, TIMELINE_FILE + ".gz")  # readers take either, the plain one first
+
+
+def run_timeline_file(run_id: str) -> str:
+    """`timeline.<run_id>.json`: one run's timeline, when a directory holds segments of several runs
+    (timeline.json is then the latest run's)."""
+    return f"timeline.{run_id}.json"
 _SEGMENT_UNSAFE_RE = re.compile(r"[^A-Za-z0-9_.\-]+")
 
 

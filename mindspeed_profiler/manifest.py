@@ -2,7 +2,9 @@
 (formats.RUN_FILE, formats.META_FILE; the keys are formats.META_KEYS, described in docs/formats.md)."""
 from __future__ import annotations
 
+import dataclasses
 import os
+import secrets
 import socket
 import sys
 import time
@@ -42,12 +44,50 @@ def config_dict(cfg: Any) -> dict[str, Any]:
     return {"profiler_config": {"integrated": _plain(integ)}}
 
 
+def new_run_id() -> str:
+    """`YYYYmmdd-HHMMSS-<6 hex>`: sortable by start time, unique."""
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+def resolve_run_id(cfg: Any = None) -> tuple[str | None, str]:
+    """(run id, where it came from) for this process: the config's (`start_run` on the driver put
+    it there), else the MINDSPEED_PROFILER_RUN_ID environment, else the launcher's job id
+    (TORCHELASTIC_RUN_ID, SLURM_JOB_ID); else (None, "none"): nothing tells the processes of one
+    run apart from another's, and the analysis cannot either."""
+    full = cfg if isinstance(cfg, ProfilerConfig) else None
+    if full is not None and full.run_id:
+        return full.run_id, "config"
+    env = os.environ.get(formats.RUN_ID_ENV, "")
+    if formats.RUN_ID_RE.match(env):
+        return env, "environment"
+    for var, prefix in (("TORCHELASTIC_RUN_ID", "torchelastic"), ("SLURM_JOB_ID", "slurm")):
+        value = f"{prefix}-{os.environ.get(var, '')}"
+        if os.environ.get(var) and formats.RUN_ID_RE.match(value):
+            return value, var
+    return None, "none"
+
+
+def start_run(cfg: ProfilerConfig, *, role: str = "driver", rank: int = 0) -> ProfilerConfig:
+    """On the driver, once per training run, before the workers start: a fresh run id, returned
+    in the config (give that config to the workers), set in this process's environment (inherited
+    by the processes it starts) and written with run.json when profiling or the tracer is on."""
+    run_id = new_run_id()
+    cfg = dataclasses.replace(cfg, run_id=run_id)
+    os.environ[formats.RUN_ID_ENV] = run_id
+    if cfg.integrated.profile or cfg.tracer.enable:
+        write_run_manifest(cfg, role=role, rank=rank)
+    return cfg
+
+
 def write_run_manifest(cfg: Any, save_path: str | None = None, *, role: str = "driver", rank: int = 0) -> Path:
-    """Write `<profile_save_path>/run.json` (config, versions, start time) atomically."""
+    """Write `<profile_save_path>/run.json` (run id, config, versions, start time) atomically."""
     _, integ = split_config(cfg)
     path = Path(save_path or integ.profile_save_path) / formats.RUN_FILE
+    run_id, source = resolve_run_id(cfg)
     manifest = {
         "schema": formats.RUN_SCHEMA,
+        "run_id": run_id,
+        "run_id_source": source,
         "config": config_dict(cfg),
         "versions": versions(),
         "start_time": layout.utc_now_iso(),
@@ -56,7 +96,7 @@ def write_run_manifest(cfg: Any, save_path: str | None = None, *, role: str = "d
     return layout.write_json_atomic(path, manifest)
 
 
-def capture_metadata(cfg: IntegratedConfig, *, role: str, stage: str | None, rank: int, world_size: int,
+def capture_metadata(cfg: IntegratedConfig, *, run_id: str | None, role: str, stage: str | None, rank: int, world_size: int,
                      local_rank: int | None, first: int, last: int, warmup: int, requested_warmup: int,
                      backend: str, device: str | None, host: str, notes: list[str]) -> dict[str, Any]:
     """A capture's metadata as it starts (status, end time, files and errors are filled in later)."""
@@ -64,6 +104,7 @@ def capture_metadata(cfg: IntegratedConfig, *, role: str, stage: str | None, ran
 
     meta = {
         "schema": formats.META_SCHEMA,
+        "run_id": run_id,
         "role": role,
         "stage": stage or formats.ALL_DIR,
         "rank": rank,

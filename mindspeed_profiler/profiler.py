@@ -31,7 +31,7 @@ from mindspeed_profiler._state import STATE
 from mindspeed_profiler._warn import new_scope, warn_once
 from mindspeed_profiler.backends import Backend, CaptureHandle, CaptureSpec, layout, select_backend
 from mindspeed_profiler.backends.registry import AUTO, backend_class
-from mindspeed_profiler.manifest import capture_metadata, split_config, write_run_manifest
+from mindspeed_profiler.manifest import capture_metadata, resolve_run_id, split_config, write_run_manifest
 from mindspeed_profiler.ranks import resolve_rank
 from mindspeed_profiler.schedule import plan_from_config
 
@@ -149,6 +149,7 @@ class IntegratedProfiler:
         if not self.enabled:
             return  # off means off: nothing built, nothing on disk
         self._full = full
+        self.run_id, _ = resolve_run_id(full)
         self.rank, self.world_size, self.local_rank = resolve_rank(rank, world_size)
         self.rank_selected = integ.rank_selected(self.rank)
         self.plan = plan_from_config(integ)
@@ -304,7 +305,7 @@ class IntegratedProfiler:
             trace_basename=layout.trace_basename(self.role, self.rank),
             first=first, last=last, warmup=warmup, cfg=self.cfg,
         )
-        meta = capture_metadata(self.cfg, role=self.role, stage=stage, rank=self.rank, world_size=self.world_size,
+        meta = capture_metadata(self.cfg, run_id=self.run_id, role=self.role, stage=stage, rank=self.rank, world_size=self.world_size,
                                 local_rank=self.local_rank, first=first, last=last, warmup=warmup,
                                 requested_warmup=requested, backend=backend_name,
                                 device=backend.device if backend is not None else None, host=self.host,

@@ -39,7 +39,7 @@ def test_every_backend_writes_a_known_format():
 
 def test_the_metadata_writer_writes_exactly_the_contract_keys(tmp_path):
     cfg = load_config({"integrated": {"profile": True, "profile_save_path": str(tmp_path)}}).integrated
-    meta = capture_metadata(cfg, role="actor", stage=None, rank=0, world_size=1, local_rank=None, first=1, last=1,
+    meta = capture_metadata(cfg, run_id="r1", role="actor", stage=None, rank=0, world_size=1, local_rank=None, first=1, last=1,
                             warmup=0, requested_warmup=0, backend="torch", device="cpu", host="h", notes=[])
     assert tuple(meta) == formats.META_KEYS
     assert meta["stage"] == formats.ALL_DIR and meta["schema"] == formats.META_SCHEMA

@@ -9,8 +9,9 @@ from typing import Any, Sequence
 
 import yaml
 
-from mindspeed_profiler import load_config
+from mindspeed_profiler import load_config, start_run
 from mindspeed_profiler.config import ProfilerConfig
+from mindspeed_profiler.formats import RUN_ID_ENV
 from mindspeed_profiler.tracing import init_tracer, merge_timeline, shutdown_tracer, trace_span
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -59,6 +60,8 @@ class RayCluster:
         import ray
 
         env_vars = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "OMP_NUM_THREADS": "1"}
+        if self.cfg.run_id:  # every worker process of this run knows the run's id (also in its config)
+            env_vars[RUN_ID_ENV] = self.cfg.run_id
         kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=True)
         address = os.environ.get("RAY_ADDRESS")
         if address:
@@ -171,6 +174,7 @@ def run_trainer(trainer_cls: type[Trainer], config_path: str | Path, overrides: 
     profilers, merge the timeline and analyse. Returns per-iteration stats and output locations."""
     settings, profiler_overrides = split_overrides(config_path, trainer_cls.section, overrides)
     cfg = load_config(config_path, profiler_overrides)  # config errors fail here, before any worker starts
+    cfg = start_run(cfg)  # this run's id, carried to the workers in the config they receive
     n_actors = int(settings["actor_ranks"])
     check_even_shards(int(settings[trainer_cls.batch_key]), trainer_cls.batch_key, n_actors, trainer_cls.section)
     model = dict(settings["model"], prompt_len=settings["prompt_len"], response_len=settings["response_len"])

@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional, Union
 
 from mindspeed_profiler._state import STATE
 from mindspeed_profiler import formats
+from mindspeed_profiler.manifest import resolve_run_id
 from mindspeed_profiler._warn import warn_once
 from mindspeed_profiler.tracing._wrap import wrap_callable
 from mindspeed_profiler.tracing.recorder import Recorder
@@ -216,6 +217,7 @@ def _build_recorder(pc: Any, tc: Any, timeline_dir: str, role: str, rank: int) -
         clock_sync=tc.clock_sync,
         clock_sync_rounds=tc.clock_sync_rounds,
         sink_kind=tc.sink,
+        run_id=resolve_run_id(pc)[0],
         fallback_dir=fallback,
         start_thread=False,
     )

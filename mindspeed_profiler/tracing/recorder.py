@@ -46,6 +46,7 @@ class Recorder:
         clock_sync: bool = TracerConfig.clock_sync,
         clock_sync_rounds: int = TracerConfig.clock_sync_rounds,
         sink_kind: str = TracerConfig.sink,
+        run_id: Optional[str] = None,
         fallback_dir: Optional[str] = None,
         start_thread: bool = True,
     ):
@@ -62,7 +63,8 @@ class Recorder:
         settings = {"flush_every_events": self.flush_every, "flush_interval_s": self.flush_interval_s,
                     "buffer_max_events": self.buffer_max, "sink": sink_kind, "clock_sync": self.clock_sync,
                     "clock_sync_rounds": self.clock_sync_rounds}
-        self.header = segment.make_header(role, rank, self.anchor.wall_ns, self.anchor.mono_ns, {"tracer": settings})
+        self.header = segment.make_header(role, rank, self.anchor.wall_ns, self.anchor.mono_ns,
+                                          {formats.RUN_ID_KEY: run_id, "tracer": settings})
         self.pid = self.header["pid"]
         self.recorded = 0
         self.dropped = 0
