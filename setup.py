@@ -13,7 +13,9 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     # data/ holds package data only (the torch_npu signature snapshot), listed so setuptools ships it quietly
-    packages=find_packages(include=["mindspeed_profiler", "mindspeed_profiler.*"]) + ["mindspeed_profiler.data"],
+    packages=find_packages(include=["mindspeed_profiler", "mindspeed_profiler.*"]) + [
+        "mindspeed_profiler.data", "mindspeed_profiler.analysis.report.templates",
+        "mindspeed_profiler.analysis.report.templates.sections"],
     include_package_data=True,
     package_data={"mindspeed_profiler": ["data/*.json", "analysis/report/templates/*.j2",
                                          "analysis/report/templates/sections/*.j2"]},
@@ -36,11 +38,13 @@ setup(
             "ray[default]>=2.9",
             "megatron-core>=0.9",  # the example trainers and the Megatron layout tests run a real model
             "pandas>=2.0",  # RunAnalysis(...).to_pandas(); optional for users
+            "py-spy>=0.3",  # process-level capture (system.backend: py_spy) in the end-to-end tests
         ],
         "examples": [
             "ray[default]>=2.9",
             "megatron-core>=0.9",
             "omegaconf>=2.3",
+            "py-spy>=0.3",  # system.backend: py_spy wraps Ray workers on any machine (docs/system-profiling.md)
         ],
         # Ascend only. Never installed in CI: without CANN it cannot import, and it breaks
         # `import torch` unless TORCH_DEVICE_BACKEND_AUTOLOAD=0.

@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from mindspeed_profiler import stages as _stages
-from mindspeed_profiler.formats import RUN_ID_KEY, RUN_ID_RE
+from mindspeed_profiler.formats import RUN_ID_KEY, RUN_ID_RE, SYSTEM_DIR
 
 ROOT_KEY = "profiler_config"
 MISSING = "???"  # OmegaConf's mandatory-missing marker
@@ -27,7 +27,6 @@ SECTIONS = ("integrated", "tracer", "system")
 
 PROFILE_LEVELS = ("level_none", "level0", "level1", "level2")
 EXPORT_TYPES = ("text", "db")
-SYSTEM_BACKENDS = ("nsight", "rocprof_sys")
 TRACER_SINKS = ("file", "collector")
 # torch_npu.profiler.AiCMetrics members, by their config spelling.
 AIC_METRICS = (
@@ -44,9 +43,9 @@ AIC_METRICS = (
 PARALLEL_DIMS = ("tp", "pp", "dp", "cp", "ep")
 DEFAULT_SAVE_PATH = "./profiler_data"
 
-# Nothing at run time reads the `system` section yet, so `system.enabled: true` is refused at load
-# rather than silently capturing nothing. The issue that builds process-level capture flips this.
-SYSTEM_CAPTURE_AVAILABLE = False
+# Process-level capture of Ray worker groups is built (mindspeed_profiler/system/): an enabled
+# `system` section wraps the listed groups. (Before it was, `enabled: true` was refused at load.)
+SYSTEM_CAPTURE_AVAILABLE = True
 
 
 def backend_choices() -> tuple[str, ...]:
@@ -55,6 +54,14 @@ def backend_choices() -> tuple[str, ...]:
     from mindspeed_profiler.backends.registry import AUTO, backend_names  # lazy: backends import this module
 
     return (AUTO,) + backend_names()
+
+
+def system_backend_choices() -> tuple[str, ...]:
+    """The allowed values of `system.backend`: every registered system backend (system/backends/:
+    nsight, rocprof_sys, msprof, py_spy, and what the user registers), asked at check time."""
+    from mindspeed_profiler.system.backends import system_backend_names  # lazy: the registry imports its modules
+
+    return system_backend_names()
 
 
 class ProfilerConfigError(ValueError):
@@ -196,6 +203,30 @@ def _scalar_map(value: Any, path: str, problems: Problems) -> Any:
         else:
             out[k] = str(v)
     return MappingProxyType(out) if ok else _BAD
+
+
+ALL_GROUPS = "all"
+
+
+def _worker_groups(value: Any, path: str, problems: Problems) -> Any:
+    """null (no group), `all`, or a list of group names as the trainer names them (`all` in a list
+    means all)."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value.lower() == ALL_GROUPS:
+        return ALL_GROUPS
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) and v.strip() for v in value):
+        if any(v.lower() == ALL_GROUPS for v in value):
+            return ALL_GROUPS
+        if len(set(value)) != len(value):
+            problems.append((path, f"got {list(value)}; group names must not repeat"))
+            return _BAD
+        return tuple(value)
+    extra = f" (write a list, even for one group: [{value}])" if isinstance(value, str) and "," not in value else \
+        " (a string such as \"a,b\" is not a list: write [a, b])" if isinstance(value, str) else ""
+    problems.append((path, f"got {_describe(value)}; allowed: all, null (no group), or a list of worker group names "
+                           f"such as [actor, reference]{extra}"))
+    return _BAD
 
 
 def _stage(value: Any, path: str, problems: Problems) -> Any:
@@ -376,14 +407,13 @@ class TracerConfig:
 
 @dataclass(frozen=True)
 class SystemConfig:
-    """`profiler_config.system`: process-level nsys / rocprof-sys capture (RLinf's cluster.profiling).
+    """`profiler_config.system`: process-level capture of Ray worker groups (RLinf's
+    cluster.profiling): nsys, rocprof-sys, msprof or py-spy wraps each listed group's worker
+    processes (mindspeed_profiler/system/, docs/system-profiling.md)."""
 
-    Validated, but not run yet: see SYSTEM_CAPTURE_AVAILABLE.
-    """
-
-    backend: str = setting("nsight", _choice(SYSTEM_BACKENDS))
+    backend: str = setting("nsight", _choice(system_backend_choices))
     enabled: bool = setting(True, _bool)
-    worker_groups: tuple[str, ...] | None = setting(None, _str_list(optional=True))
+    worker_groups: str | tuple[str, ...] | None = setting(None, _worker_groups)  # "all", names, or None
     steps: tuple[int, ...] | None = setting(None, _step_list())
     output_dir: str | None = setting(None, _str(optional=True))  # default: <profile_save_path>/system
     options: Mapping[str, str] = setting({}, _scalar_map)
@@ -409,7 +439,7 @@ class ProfilerConfig:
 
     @property
     def system_output_dir(self) -> str:
-        default = os.path.join(self.integrated.profile_save_path, "system")
+        default = os.path.join(self.integrated.profile_save_path, SYSTEM_DIR)
         return (self.system.output_dir if self.system else None) or default
 
     def to_dict(self) -> dict[str, Any]:
@@ -528,33 +558,45 @@ def _unwritable(path: str) -> str | None:
     return None
 
 
-# nsys options that take a value, as the RLinf seed renders them; a flag of the same name conflicts.
-_CAPTURE_RANGE = "capture-range"
-_CAPTURE_RANGE_END = "capture-range-end"
+# How messages name a backend's settings field.
+_FIELD_NOUN = {"options": "options", "flags": "flags", "args": "arguments"}
+
+
+def _system_backend(name: Any) -> Any:
+    """The registered system backend of that name, or None (a bad name is reported by its checker)."""
+    from mindspeed_profiler.system.backends import system_backend
+
+    try:
+        return system_backend(name) if isinstance(name, str) else None
+    except ValueError:
+        return None
+
+
+def _wrong_field(field_name: str, backend: Any) -> str:
+    """`options are nsys profile options (backend: nsight) or ...; for rocprof_sys use args`."""
+    from mindspeed_profiler.system.backends import system_backend
+
+    noun = _FIELD_NOUN[field_name]
+    owners = [system_backend(n) for n in system_backend_choices()]
+    owners = [b for b in owners if field_name in b.fields]
+    whose = " or ".join(f"{b.title} {noun} (backend: {b.name})" for b in owners) or "read by no backend"
+    takes = " and ".join(backend.fields)
+    return f"{field_name} are {whose}; for {backend.name} use {takes}"
 
 
 def _check_system(f: dict[str, Any], raw: Mapping[str, Any], problems: Problems, check_paths: bool, profile_save_path: str) -> None:
     p = f"{ROOT_KEY}.system"
     enabled = f.get("enabled", True)
-    # an `enabled` that failed its type check is already reported: say nothing more about it
-    if not SYSTEM_CAPTURE_AVAILABLE and f.get("enabled", "enabled" not in raw):
-        given = "got true" if "enabled" in raw else "true by default when the section is present"
-        problems.append((f"{p}.enabled", f"{given}; process-level capture (nsight / rocprof_sys) is not available in this "
-                                         "version yet, so nothing would run it: set enabled: false (the section is still "
-                                         "validated) or remove the system section"))
     if "backend" not in raw and enabled:
-        problems.append((f"{p}.backend", f"is required when the system section is enabled; allowed: {', '.join(SYSTEM_BACKENDS)}"))
-    backend = f.get("backend")
+        problems.append((f"{p}.backend", f"is required when the system section is enabled; allowed: {', '.join(system_backend_choices())}"))
+    backend = _system_backend(f.get("backend"))
     options = f.get("options") or {}
     flags = f.get("flags") or ()
     args = f.get("args") or {}
-    if backend == "rocprof_sys":
-        if options:
-            problems.append((f"{p}.options", "options are nsys profile options (backend: nsight); for rocprof_sys use args"))
-        if flags:
-            problems.append((f"{p}.flags", "flags are nsys profile flags (backend: nsight); for rocprof_sys use args"))
-    if backend == "nsight" and args:
-        problems.append((f"{p}.args", "args are rocprof-sys-python arguments (backend: rocprof_sys); for nsight use options and flags"))
+    if backend is not None:
+        for name, value in (("options", options), ("flags", flags), ("args", args)):
+            if value and name not in backend.fields:
+                problems.append((f"{p}.{name}", _wrong_field(name, backend)))
     for key in list(options) + list(args):
         if key.startswith("-"):
             section = "options" if key in options else "args"
@@ -563,21 +605,24 @@ def _check_system(f: dict[str, Any], raw: Mapping[str, Any], problems: Problems,
         name = flag.lstrip("-")
         if flag.startswith("-"):
             problems.append((f"{p}.flags", f"write flag {flag!r} without dashes ({name!r}); it renders as --{name}"))
-        if name in options:
+        if name in options or name in args:
             problems.append((f"{p}.flags", f"{name!r} is given both as a flag and as an option; keep one"))
         if "=" in name:
             problems.append((f"{p}.flags", f"flag {flag!r} carries a value; put it in options as {name.split('=')[0]}: {name.split('=', 1)[1]}"))
+    if backend is not None and backend.key_field:
+        for key in sorted(backend.reserved & set(options if backend.key_field == "options" else args)):
+            problems.append((f"{p}.{backend.key_field}.{key}", f"is set by mindspeed-profiler for {backend.name} (the report "
+                             f"goes to <output_dir>/<group>_rank<R>, the worker's own command is run): remove it"))
     steps = f.get("steps")
-    if backend == "nsight" and steps:
-        cr = options.get(_CAPTURE_RANGE)
-        if cr is not None and cr != "cudaProfilerApi":
-            problems.append((f"{p}.options.{_CAPTURE_RANGE}", f"got {cr!r}; with steps set, the capture range is driven by cudaProfilerStart/Stop around each step, so it must be cudaProfilerApi (or left out)"))
-        end = options.get(_CAPTURE_RANGE_END)
-        if len(steps) > 1 and end == "stop":
-            # RLinf's bug: capture-range-end=stop makes nsys ignore every later range: only the first step is captured.
-            problems.append((f"{p}.options.{_CAPTURE_RANGE_END}", f"got 'stop' with {len(steps)} steps {list(steps)}: nsys ignores every capture range after the first, so only step {steps[0]} would be captured; use repeat:{len(steps)} or repeat-shutdown:{len(steps)}"))
-    if check_paths and enabled and f.get("output_dir"):
-        msg = _unwritable(f["output_dir"])
+    if backend is not None and steps:
+        if backend.steps_mode is None:
+            problems.append((f"{p}.steps", f"got {list(steps)}; the {backend.name} backend cannot be limited to training "
+                             f"steps: {backend.no_steps}; remove steps to capture each wrapped worker's whole process"))
+        else:
+            problems += [(f"{p}.{sub}", msg) for sub, msg in backend.step_problems(options, steps)]
+    if check_paths and enabled and (f.get("output_dir") or f.get("worker_groups")):
+        out = f.get("output_dir") or os.path.join(profile_save_path, SYSTEM_DIR)
+        msg = _unwritable(out)
         if msg:
             problems.append((f"{p}.output_dir", msg))
 

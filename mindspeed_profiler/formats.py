@@ -11,7 +11,10 @@ describes the same things in prose; tests/test_formats.py keeps the two in step.
         <role>_rank<R>.<pid>.pt.trace.json.gz    trace_file_name() (Kineto JSON, torch captures)
         ASCEND_PROFILER_OUTPUT/...               ASCEND_* (torch_npu captures)
       timeline/<role>_rank<R>_<host>_<pid>.seg.jsonl   segment_name(); merged: TIMELINE_FILE(.gz)
-      system/                                    SYSTEM_DIR
+      system/                                    SYSTEM_DIR (or system.output_dir): process-level reports
+        <group>_rank<R>.system.json              system_meta_name() (keys: SYSTEM_META_KEYS)
+        <group>_rank<R>.iterations.jsonl         system_iterations_name(): the worker's iteration boundaries
+        <group>_rank<R><report suffix>           system_report_name() (SYSTEM_REPORTS: per tool)
       analysis/summary.json, report.html, analysis.db
 """
 from __future__ import annotations
@@ -45,7 +48,8 @@ META_KEYS = (
     "requested_warmup_steps", "profiled_iterations", "backend", "device", "level", "export_type", "mstx",
     "host", "pid", "clock", "start_time", "end_time", "status", "errors", "trace_files", "options", "notes",
 )
-CAPTURE_STATUSES = ("ok", "failed", "skipped")
+# "recording": written when the capture starts, replaced when it ends (left: the worker never finished it)
+CAPTURE_STATUSES = ("recording", "ok", "failed", "skipped")
 
 # A capture directory's suffix says what is inside: the on-disk format, not the backend that
 # wrote it (two backends may write the same format). A new format is a change of this contract.
@@ -115,6 +119,15 @@ def trace_file_name(basename: str, pid: int) -> str:
     return f"{basename}.{pid}{TRACE_FILE_SUFFIX}"
 
 
+# `profile_with_memory`: the allocator's history in PyTorch's snapshot format, beside the trace
+MEMORY_SNAPSHOT_SUFFIX = ".memory_snapshot.pickle"
+
+
+def memory_snapshot_name(basename: str, pid: int) -> str:
+    """`<role>_rank<R>.<pid>.memory_snapshot.pickle` (opens in https://pytorch.org/memory_viz)."""
+    return f"{basename}.{pid}{MEMORY_SNAPSHOT_SUFFIX}"
+
+
 def trace_basename(role: str, rank: int) -> str:
     return f"{role}_rank{rank}"
 
@@ -137,6 +150,66 @@ ASCEND_SIDE_FILES = frozenset({
 ASCEND_METADATA_FILE = "profiler_metadata.json"
 # msprof-analyze's cluster output.
 CLUSTER_STEP_TRACE_FILE = "cluster_step_trace_time.csv"
+
+# ---------------------------------------------------------------------------------- system (process-level)
+
+# Process-level capture of Ray worker groups (profiler_config.system): each wrapped worker's report,
+# metadata and iteration boundaries sit in the system directory, named by worker group and stable
+# rank (never by pid: a re-run of the same group and rank replaces its files).
+SYSTEM_SCHEMA = 1
+SYSTEM_META_SUFFIX = ".system.json"
+SYSTEM_ITERATIONS_SUFFIX = ".iterations.jsonl"
+# backend (the `system.backend` value) -> the suffix of its report: a file, or a directory for the
+# tools that write several files (SYSTEM_REPORT_DIRS).
+SYSTEM_REPORTS: dict[str, str] = {
+    "nsight": ".nsys-rep",        # nsys profile -o <base>  ->  <base>.nsys-rep
+    "rocprof_sys": ".rocprof-sys",  # ROCPROFSYS_OUTPUT_PATH (a directory)
+    "msprof": ".msprof",          # msprof --output=<dir>  ->  <dir>/PROF_*/
+    "py_spy": ".py-spy.json",     # py-spy record --format chrometrace -o <file>
+}
+SYSTEM_REPORT_DIRS = frozenset({"rocprof_sys", "msprof"})
+# The environment variable that carries a wrapped worker's settings (set by the launch settings, read
+# once by the worker), and the one the launcher sets to say whether the tool really wraps the worker.
+SYSTEM_ENV = "MINDSPEED_PROFILER_SYSTEM"
+SYSTEM_STATUS_ENV = "MINDSPEED_PROFILER_SYSTEM_STATUS"
+# A report's life: "running" (the launcher started the tool), then "complete" (the tool exited and
+# its report is there) or "incomplete" (it exited without one, e.g. killed); "unwrapped": the tool
+# could not be started (not on PATH, or exec failed) and the worker ran without it.
+SYSTEM_STATUSES = ("running", "complete", "incomplete", "unwrapped")
+SYSTEM_META_KEYS = (
+    "schema", "run_id", "backend", "tool", "tool_path", "version", "group", "rank", "host", "launcher_pid",
+    "command", "steps", "report", "status", "reason", "launched_wall_ns", "ended_wall_ns", "report_bytes", "env",
+)
+# The iterations file: JSON lines with a "type": one "worker" header (pid, host, clock anchor), one
+# "iteration" per iteration ended (begin/end wall-clock ns, whether it is a listed step), one "range"
+# per CUDA profiler range call made around a listed step (`mode`: "cuda" when torch.cuda called it,
+# "recorded" on a machine without CUDA), and under py-spy one "clock" mark: the wall-clock ns during
+# which the worker ran CLOCK_MARK_FUNCTION, found again in the samples to align py-spy's clock.
+SYS_WORKER, SYS_ITERATION, SYS_RANGE, SYS_CLOCK = "worker", "iteration", "range", "clock"
+SYSTEM_RECORD_TYPES = (SYS_WORKER, SYS_ITERATION, SYS_RANGE, SYS_CLOCK)
+CLOCK_MARK_FUNCTION = "mindspeed_profiler_clock_mark"
+CAT_PYSPY = "py-spy"           # py-spy frames placed on the merged timeline (analysis.system_tracks)
+_GROUP_UNSAFE_RE = re.compile(r"[^A-Za-z0-9_.\-]+")
+
+
+def system_base_name(group: str, rank: int) -> str:
+    """`<group>_rank<R>`: a wrapped worker's file names start with this (group made file-safe)."""
+    return f"{_GROUP_UNSAFE_RE.sub('-', group) or 'group'}_rank{int(rank)}"
+
+
+def system_meta_name(group: str, rank: int) -> str:
+    return system_base_name(group, rank) + SYSTEM_META_SUFFIX
+
+
+def system_iterations_name(group: str, rank: int) -> str:
+    return system_base_name(group, rank) + SYSTEM_ITERATIONS_SUFFIX
+
+
+def system_report_name(backend: str, group: str, rank: int) -> str:
+    if backend not in SYSTEM_REPORTS:
+        raise ValueError(f"system backend {backend!r}: allowed: {', '.join(SYSTEM_REPORTS)}")
+    return system_base_name(group, rank) + SYSTEM_REPORTS[backend]
+
 
 # ---------------------------------------------------------------------------------- timeline
 

@@ -45,8 +45,9 @@ def config_dict(cfg: Any) -> dict[str, Any]:
 
 
 def new_run_id() -> str:
-    """`YYYYmmdd-HHMMSS-<6 hex>`: sortable by start time, unique."""
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+    """`YYYYmmdd-HHMMSS.mmm-<6 hex>` (local time): sortable by start time, unique."""
+    now = time.time()
+    return time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}-" + secrets.token_hex(3)
 
 
 def resolve_run_id(cfg: Any = None) -> tuple[str | None, str]:

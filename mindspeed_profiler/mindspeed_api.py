@@ -47,7 +47,7 @@ def profiler_start(cfg: Any, role: str = "integrated", profiler_iteration: int |
     if integ.stages is None or not integ.stage_selected(role) or profiler_iteration not in integ.steps:
         return None
     worker_role = kwargs.pop("worker_role", role)
-    return _StageShot(IntegratedProfiler(cfg, worker_role, **kwargs), role, profiler_iteration)
+    return _StageShot(IntegratedProfiler(cfg, worker_role, iteration_spans=False, **kwargs), role, profiler_iteration)
 
 
 def profiler_step(profiler: Any) -> None:

@@ -34,6 +34,7 @@ from mindspeed_profiler.backends.registry import AUTO, backend_class
 from mindspeed_profiler.manifest import capture_metadata, resolve_run_id, split_config, write_run_manifest
 from mindspeed_profiler.ranks import resolve_rank
 from mindspeed_profiler.schedule import plan_from_config
+from mindspeed_profiler.signals import install_sigterm_handler
 
 __all__ = [
     "IntegratedProfiler",
@@ -45,6 +46,7 @@ __all__ = [
 ]
 
 _NULL = contextlib.nullcontext()
+DEFAULT_ROLE = "integrated"
 # the suffix of a failed capture's (metadata-only) directory when no backend could be chosen
 _FALLBACK_SUFFIX = "pt"
 
@@ -115,6 +117,12 @@ class _StageScope:
         return False
 
 
+def _tracer_role() -> str | None:
+    """The role this process's tracer runs under, when it is usable in directory names."""
+    rec = STATE.tracer
+    return rec.role if rec is not None and formats.ROLE_RE.match(rec.role) else None
+
+
 def _record_function(name: str):
     """A torch record_function range (shows in torch and torch_npu captures), or None."""
     try:
@@ -130,17 +138,21 @@ def _record_function(name: str):
 class IntegratedProfiler:
     """The per-process profiler of `profiler_config.integrated` (see the module docstring).
 
-    `cfg`: a ProfilerConfig or its `.integrated`. `role`: the worker role ("actor", "integrated", ...),
-    used in directory names. `rank` / `world_size`: default from torch.distributed, else the
+    `cfg`: a ProfilerConfig or its `.integrated`. `role`: the worker role ("actor", ...), used in
+    directory names; default: the role of this process's tracer when one runs, else "integrated". `rank` / `world_size`: default from torch.distributed, else the
     RANK / WORLD_SIZE environment. `backend`: a Backend instance overriding `integrated.backend`
     (tests and custom backends).
     """
 
-    def __init__(self, cfg: Any, role: str = "integrated", *, rank: int | None = None,
-                 world_size: int | None = None, backend: Backend | None = None):
+    def __init__(self, cfg: Any, role: str | None = None, *, rank: int | None = None,
+                 world_size: int | None = None, backend: Backend | None = None, iteration_spans: bool = True):
         full, integ = split_config(cfg)
         self.cfg = integ
-        self.role = layout.check_role(role)
+        # False for a profiler that only wraps one stage call (MindSpeed-style profiler_start): the
+        # worker's iterations are not its to mark on the timeline
+        self._iteration_spans = iteration_spans
+        # one name per process: by default the tracer's, when this process runs one
+        self.role = layout.check_role(role or _tracer_role() or DEFAULT_ROLE)
         self.enabled = bool(integ.profile)
         self._running = False
         self._iteration: int | None = None
@@ -183,7 +195,9 @@ class IntegratedProfiler:
         self._iteration = iteration
         STATE.iteration = iteration
         session.RUNNING.add(self)
+        if session.ITERATION_LISTENERS: session.notify_iteration(self, "start", iteration)  # noqa: E701
         if self.enabled:
+            install_sigterm_handler()   # a SIGTERM exports the open capture, then the previous handler runs
             self._get_backend()
             session.sync_state()
             if self.rank == 0:
@@ -193,13 +207,14 @@ class IntegratedProfiler:
                 if w is not None:
                     self._open = self._open_capture(None, w.first, w.last, w.warmup, w.requested_warmup)
         self._iter_busy = False
-        if STATE.tracer is not None:
+        if STATE.tracer is not None and self._iteration_spans:
             self._iter_span = self._tracer_enter(formats.SPAN_ITERATION, formats.CAT_ITERATION, {"iteration": iteration})
 
     def step(self) -> None:
         """The current iteration ends and the next one begins."""
         if not self._running:
             return
+        if session.ITERATION_LISTENERS: session.notify_iteration(self, "step", self._iteration + 1)  # noqa: E701
         if self._iter_span is not None:
             span, self._iter_span = self._iter_span, None
             self._tracer_exit(span)
@@ -219,7 +234,7 @@ class IntegratedProfiler:
             if w is not None:
                 self._open = self._open_capture(None, w.first, w.last, w.warmup, w.requested_warmup)
         self._iter_busy = False
-        if STATE.tracer is not None:
+        if STATE.tracer is not None and self._iteration_spans:
             self._iter_span = self._tracer_enter(formats.SPAN_ITERATION, formats.CAT_ITERATION, {"iteration": self._iteration})
 
     def stage(self, name: str):
@@ -233,6 +248,7 @@ class IntegratedProfiler:
         if not self._running:
             return
         self._running = False
+        if session.ITERATION_LISTENERS: session.notify_iteration(self, "stop", self._iteration)  # noqa: E701
         if self._iter_span is not None:
             span, self._iter_span = self._iter_span, None
             # the last step() conventionally ends the last iteration: the one it began is
@@ -344,9 +360,21 @@ class IntegratedProfiler:
         session.LIVE_CAPTURES.add(cap)
         if self._call(cap, "start", cap.handle.start):
             STATE.capture_active = True
+            self._write_recording_meta(cap)
             return cap
         self._close(cap)
         return None
+
+    def _write_recording_meta(self, cap: _Capture) -> None:
+        """The metadata, status "recording", as soon as the capture directory exists: a worker
+        killed mid-capture leaves a capture the analysis can say was never finished."""
+        directory = cap.handle.directory
+        if directory is None or not Path(directory).is_dir():
+            return
+        try:
+            layout.write_json_atomic(Path(directory) / formats.META_FILE, {**cap.meta, "status": "recording"})
+        except Exception:
+            pass   # the final metadata is written at the end anyway
 
     def _call(self, cap: _Capture, phase: str, fn) -> bool:
         try:
@@ -408,6 +436,7 @@ class IntegratedProfiler:
                 directory = layout.make_capture_dir(cap.spec.save_dir, cap.spec.worker_name, cap.suffix)
             directory = Path(directory)
             meta["trace_files"] = [os.path.relpath(f, directory) for f in files]
+            meta["notes"] += list(getattr(cap.handle, "notes", None) or [])
             layout.write_json_atomic(directory / formats.META_FILE, meta)
         except Exception as exc:
             self._warn(("meta", type(exc).__name__), "could not write capture metadata for %s rank %d: %s: %s",
@@ -446,10 +475,18 @@ class IntegratedProfiler:
         warn_once((getattr(self, "_warn_scope", 0),) + key, msg, *args)
 
     def _tracer_enter(self, name: str, cat: str, args: dict[str, Any]):
+        """A span on this process's timeline. The process is named once, by the tracer (its segment
+        header's role and rank, which the merge puts on every span): the profiler adds no name of
+        its own, and says once when the two were given different roles."""
         try:
             from mindspeed_profiler.tracing import trace_span
 
-            span = trace_span(name, cat=cat, args={"role": self.role, **args})
+            rec = STATE.tracer
+            if rec is not None and rec.role != self.role:
+                self._warn(("identity", rec.role), "this process is %r to the tracer and %r to the profiler: the timeline "
+                           "names it %s:%s (give init_tracer and the profiler the same role)", rec.role, self.role,
+                           rec.role, rec.rank)
+            span = trace_span(name, cat=cat, args=args)
             span.__enter__()
             return span
         except Exception as exc:

@@ -8,8 +8,9 @@ run: what must be shared lives here, owned by no single profiler.
 from __future__ import annotations
 
 import atexit
+import os
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from mindspeed_profiler._state import STATE
 
@@ -28,6 +29,43 @@ MANIFESTS_WRITTEN: set[str] = set()
 # counts its own stage calls, but two profilers of one name (profiler_start(..., profiler_iteration=N)
 # called twice in an iteration builds one per call) would otherwise share a capture name.
 _CALLS_USED: dict[tuple[Any, ...], int] = {}
+
+
+# Called at every iteration boundary of every IntegratedProfiler of this process, also when
+# `integrated.profile` is false: (profiler, event, iteration) with event "start" (iteration begins),
+# "step" (the previous one ended, `iteration` begins) or "stop" (`iteration` ends). Process-level
+# capture (system/worker.py) listens here; profiler.py calls notify_iteration only when this list
+# is non-empty, so without a listener a boundary costs one falsy check.
+ITERATION_LISTENERS: list[Callable[[Any, str, "int | None"], None]] = []
+
+
+def notify_iteration(profiler: Any, event: str, iteration: int | None) -> None:
+    """Tell every listener; a failing listener is reported once and never stops the step."""
+    for listener in list(ITERATION_LISTENERS):
+        try:
+            listener(profiler, event, iteration)
+        except Exception as exc:  # profiling never kills training
+            from mindspeed_profiler._warn import warn_once
+
+            warn_once(("iteration-listener", type(exc).__name__), "iteration listener %r failed (training goes on): %s: %s",
+                      listener, type(exc).__name__, exc)
+
+
+def _install_system_listener() -> None:
+    """A worker wrapped by process-level capture (the launch settings set formats.SYSTEM_ENV in its
+    environment) follows its iterations: read once, when this module is first imported."""
+    from mindspeed_profiler.formats import SYSTEM_ENV
+
+    if os.environ.get(SYSTEM_ENV):
+        try:
+            from mindspeed_profiler.system.worker import install
+
+            install()
+        except Exception as exc:
+            from mindspeed_profiler._warn import warn_once
+
+            warn_once(("system-listener",), "process-level capture: the worker could not follow its iterations "
+                      "(it runs on unchanged): %s: %s", type(exc).__name__, exc)
 
 
 def claim_call(key: tuple[Any, ...], call: int) -> int:
@@ -82,3 +120,6 @@ def stop_all() -> None:
             prof.stop()
         except Exception:
             pass
+
+
+_install_system_listener()

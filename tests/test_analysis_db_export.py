@@ -1,10 +1,10 @@
 """The SQLite export (`--export-type db`): indices for the common queries, the timeline's iteration
-table, and no temporary file left behind."""
+table and stage spans, and no temporary file left behind."""
 from __future__ import annotations
 
 import sqlite3
 
-from analysis_testutil import analyse_hostile_run
+from analysis_testutil import HOSTILE, analyse_hostile_run
 from mindspeed_profiler.analysis.batch import analyse_directory
 
 
@@ -20,3 +20,7 @@ def test_db_has_indices_and_iteration_table(tmp_path):
     assert db.execute("SELECT iteration, dur_us, overlap_us, no_stage_us FROM timeline_iterations").fetchall() == \
         [(1, 100.0, 40.0, 40.0)]
     assert not (tmp_path / "analysis" / "analysis.db.tmp").exists()
+    # every stage span of the timeline, and the profiler columns of the iterations (no profiler spans here)
+    assert db.execute("SELECT worker, stage, start_us, dur_us FROM spans ORDER BY start_us").fetchall() == \
+        [(f"{HOSTILE[0]}:0", HOSTILE[1], 0.0, 50.0), (f"{HOSTILE[2]}:0", HOSTILE[3], 10.0, 50.0)]
+    assert db.execute("SELECT profiler_us, profiler_no_stage_us FROM timeline_iterations").fetchall() == [(0.0, 0.0)]

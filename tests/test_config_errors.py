@@ -171,54 +171,54 @@ def test_non_finite_numbers_rejected():
     assert set(found) == {"profiler_config.integrated.trace_size_budget_mb", "profiler_config.tracer.flush_interval_s"}
 
 
-# --- system (nsys / rocprof-sys) -------------------------------------------------------------
-
-ENABLED = "profiler_config.system.enabled"
+# --- system (process-level capture: nsight / rocprof_sys / msprof / py_spy) -------------------
+# The table of every backend's rules is in tests/test_system_config.py; these are the messages kept
+# from when the section was validated only.
 
 
 def S(**fields):
-    """A system section; disabled unless said otherwise (`enabled: true` is refused in this version)."""
-    return {"profiler_config": {"system": {"enabled": False, **fields}}}
+    """A system section (enabled, the default when the section is present)."""
+    return {"profiler_config": {"system": fields}}
 
 
 @pytest.mark.parametrize("section", [{"backend": "nsight"}, {"backend": "nsight", "enabled": True},
-                                     {"backend": "rocprof_sys", "enabled": True}])
-def test_system_capture_not_available_yet(section):
-    # `enabled` defaults to true when the section is present: both spellings are refused at load
-    path, msg = one({"profiler_config": {"system": section}})
-    assert path == ENABLED
-    assert "not available in this version" in msg and "nsight / rocprof_sys" in msg
-    assert "enabled: false" in msg and "remove" in msg
+                                     {"backend": "rocprof_sys", "enabled": True}, {"backend": "msprof"},
+                                     {"backend": "py_spy", "worker_groups": ["actor"]}])
+def test_enabled_system_section_loads(section):
+    # process-level capture is built: `enabled: true` (also the default) is no longer refused
+    cfg = load_config({"profiler_config": {"system": section}})
+    assert cfg.system.enabled is True and cfg.system.backend == section["backend"]
     assert load_config({"profiler_config": {"system": {**section, "enabled": False}}}).system.enabled is False
 
 
-def test_system_capture_not_available_reported_with_other_mistakes():
+def test_system_mistakes_reported_with_other_mistakes():
     ps = problems({"profiler_config": {"system": {"backend": "nsight", "options": {"-t": "cuda"}}}})
-    assert sorted(p for p, _ in ps) == [ENABLED, "profiler_config.system.options.-t"]
+    assert sorted(p for p, _ in ps) == ["profiler_config.system.options.-t"]
     ps = problems({"profiler_config": {"system": {"backend": "nsight", "enabled": True, "flags": ["--stats"]},
                                        "integrated": {"profile": "yes"}}})
-    assert sorted(p for p, _ in ps) == ["profiler_config.integrated.profile", ENABLED, "profiler_config.system.flags"]
+    assert sorted(p for p, _ in ps) == ["profiler_config.integrated.profile", "profiler_config.system.flags"]
 
 
 def test_system_bad_enabled_value_reported_once():
     (path, msg), = problems({"profiler_config": {"system": {"backend": "nsight", "enabled": "no"}}})
-    assert path == ENABLED and "expected true or false" in msg
+    assert path == "profiler_config.system.enabled" and "expected true or false" in msg
 
 
 def test_system_backend_unknown_and_missing():
     path, msg = one(S(backend="nsys"))
-    assert path == "profiler_config.system.backend" and "nsight" in msg and "rocprof_sys" in msg
-    found = dict(problems({"profiler_config": {"system": {"worker_groups": ["ActorGroup"]}}}))
-    assert set(found) == {"profiler_config.system.backend", ENABLED}
-    assert "required" in found["profiler_config.system.backend"]
-    load_config(S())  # a disabled section may omit the backend
+    assert path == "profiler_config.system.backend"
+    assert all(b in msg for b in ("nsight", "rocprof_sys", "msprof", "py_spy"))
+    path, msg = one({"profiler_config": {"system": {"worker_groups": ["ActorGroup"]}}})
+    assert path == "profiler_config.system.backend" and "required" in msg
+    load_config(S(enabled=False))  # a disabled section may omit the backend
 
 
 def test_nsight_stop_with_many_steps_is_the_rlinf_bug():
     path, msg = one(S(backend="nsight", steps=[3, 10, 50], options={"capture-range-end": "stop"}))
     assert path == "profiler_config.system.options.capture-range-end"
     assert "only step 3" in msg and "repeat:3" in msg and "repeat-shutdown:3" in msg
-    assert "default" not in msg  # nothing defaults capture-range-end at run time: promise no default
+    # left out, the range end is repeat:N at run time (test_system_render.py checks the command line)
+    assert "leave capture-range-end out: with steps it is repeat:3" in msg
     # one step with stop is fine; repeat is fine
     load_config(S(backend="nsight", steps=[3], options={"capture-range-end": "stop"}))
     load_config(S(backend="nsight", steps=[3, 10], options={"capture-range-end": "repeat:2"}))
@@ -240,8 +240,9 @@ def test_nsight_flag_option_conflicts():
 def test_backend_specific_fields():
     path, msg = one(S(backend="rocprof_sys", options={"t": "cuda"}))
     assert path == "profiler_config.system.options" and "args" in msg
+    assert msg.startswith("options are nsys profile options (backend: nsight)")
     path, msg = one(S(backend="nsight", args={"T": "hip"}))
-    assert path == "profiler_config.system.args"
+    assert path == "profiler_config.system.args" and msg.startswith("args are rocprof-sys-python arguments (backend: rocprof_sys)")
     path, msg = one(S(backend="nsight", options={"-t": "cuda"}))
     assert path == "profiler_config.system.options.-t" and "without dashes" in msg
 

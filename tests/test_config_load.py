@@ -67,7 +67,8 @@ def test_every_preset_loads(preset):
 
 def test_required_presets_exist():
     names = {p.stem for p in PRESETS.glob("*.yaml")}
-    assert {"default", "lightweight_mstx", "actor_update", "all_stages", "dpo", "nsight", "tracer"} <= names
+    assert {"default", "lightweight_mstx", "actor_update", "all_stages", "dpo", "nsight", "rocprof_sys", "msprof",
+            "py_spy", "tracer"} <= names
 
 
 def test_preset_values():
@@ -75,11 +76,14 @@ def test_preset_values():
     assert (light.profile, light.mstx, light.profile_level, light.profile_with_cpu, light.profile_with_npu) == (
         True, True, "level_none", False, True)
     nsight = load_config(PRESETS / "nsight.yaml").system
-    # process-level capture is not available yet: the preset is validated but switched off
-    assert nsight.backend == "nsight" and nsight.enabled is False
-    assert nsight.worker_groups == ("ActorGroup", "RolloutGroup", "EnvGroup", "Actor", "Rollout", "Env")
+    # RLinf's nsys options, switched on, for the groups of this project's trainers
+    assert nsight.backend == "nsight" and nsight.enabled is True
+    assert nsight.worker_groups == ("actor", "reference")
     assert dict(nsight.options) == {"t": "cuda,cudnn,cublas,nvtx,osrt", "sample": "process-tree",
                                     "cpuctxsw": "process-tree", "cudabacktrace": "all", "osrt-threshold": "1000"}
+    for name, backend in (("rocprof_sys", "rocprof_sys"), ("msprof", "msprof"), ("py_spy", "py_spy")):
+        system = load_config(PRESETS / f"{name}.yaml").system
+        assert system.backend == backend and system.enabled and system.worker_groups and not system.steps
     dpo = load_config(PRESETS / "dpo.yaml").integrated
     assert dpo.warmup_steps == 1 and dpo.steps == (2,)
     assert load_config(PRESETS / "default.yaml") == load_config(None)

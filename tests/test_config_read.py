@@ -1,7 +1,8 @@
 """Config that means what it says: every field of every section is read by the runtime.
 
 The runtime scenarios below (a torch capture, a torch_npu capture against the fake built from the
-real signatures, the tracer from init to the merged timeline) run while every read of a config
+real signatures, the tracer from init to the merged timeline, the launch settings and launch plan of
+process-level capture for each system backend) run while every read of a config
 field is recorded, counting only reads made by the library outside config.py (validation,
 `to_dict` and dataclass internals do not count; a derived accessor such as `steps` counts as a read
 of the fields it uses when the runtime calls it). A field nothing reads is an error: a user setting
@@ -14,8 +15,6 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-import pytest
-
 import mindspeed_profiler
 from mindspeed_profiler import config as C
 from mindspeed_profiler import IntegratedProfiler, load_config
@@ -24,11 +23,8 @@ from profiler_testutil import train
 PACKAGE = Path(mindspeed_profiler.__file__).parent
 CONFIG_PY = str(PACKAGE / "config.py")
 SECTIONS = {"integrated": C.IntegratedConfig, "tracer": C.TracerConfig, "system": C.SystemConfig}
-# Fields the runtime does not read yet, each with the reason a user cannot be misled by it.
-NOT_READ_YET = {
-    ("system", f.name): "process-level capture is not built: `system.enabled: true` is refused at load"
-    for f in dataclasses.fields(C.SystemConfig)
-} if not C.SYSTEM_CAPTURE_AVAILABLE else {}
+# Fields the runtime does not read yet, each with the reason a user cannot be misled by it (none now).
+NOT_READ_YET: dict[tuple[str, str], str] = {}
 # config.py accessors that stand for the fields they read (the runtime calls them)
 DERIVED = {"stages", "steps", "rank_selected", "stage_selected", "timeline_dir", "system_output_dir"}
 
@@ -105,6 +101,26 @@ def run_scenarios(tmp_path: Path, integrated: Callable = lambda c: c) -> None:
         train(IntegratedProfiler(integrated(npu_cfg.integrated), role="actor", rank=0, world_size=1), 2)
     finally:
         fake.uninstall()
+    system_scenarios(tmp_path)
+
+
+def system_scenarios(tmp_path: Path) -> None:
+    """Process-level capture, driver to launcher: the launch settings of a wrapped worker (every
+    `system` field) for a backend of each settings shape, then the launcher's plan from them."""
+    from mindspeed_profiler.system.launch import plan_launch
+    from mindspeed_profiler.system.settings import worker_runtime_env
+    from mindspeed_profiler.system.spec import WorkerSpec
+
+    for system in ({"backend": "nsight", "options": {"t": "cuda"}, "flags": ["python-backtrace"], "steps": [2, 4]},
+                   {"backend": "py_spy", "args": {"rate": 50}, "flags": ["native"], "steps": [2]},
+                   {"backend": "rocprof_sys", "args": {"T": "hip"}, "env": {"ROCPROFSYS_SAMPLING_FREQ": 10}}):
+        cfg = load_config({"integrated": {"profile_save_path": str(tmp_path / "s")},
+                           "system": {"enabled": True, "worker_groups": ["actor"], "output_dir": str(tmp_path / "sys"),
+                                      **system}})
+        env = worker_runtime_env(cfg, "actor", 0)
+        token = env["py_executable"].split()[3]
+        command = plan_launch(WorkerSpec.decode(token), ["python", "worker.py"], which=lambda tool: "/bin/" + tool).argv
+        assert command[-2:] == ["python", "worker.py"]
 
 
 def unread(reads: set[tuple[str, str]], classes: dict[str, type]) -> list[str]:
@@ -132,7 +148,7 @@ def test_a_planted_unused_field_is_caught(tmp_path):
     assert unread(rec.reads, sections) == ["integrated.planted_unused"]
 
 
-@pytest.mark.skipif(C.SYSTEM_CAPTURE_AVAILABLE, reason="process-level capture exists: no exemption")
-def test_system_section_is_refused_while_nothing_reads_it():
-    with pytest.raises(C.ProfilerConfigError, match="not available"):
-        load_config({"system": {"backend": "nsight"}})
+def test_process_level_capture_is_available():
+    # the section was refused at load while nothing read it; now every field is read (above)
+    assert C.SYSTEM_CAPTURE_AVAILABLE
+    assert load_config({"system": {"backend": "py_spy", "worker_groups": ["actor"]}}, check_paths=False).system.enabled

@@ -45,7 +45,7 @@ def test_grpo_example_profiled_and_analysed(tmp_path):
     # the merged timeline has every process, named
     tl = json.loads((save / "timeline" / "timeline.json").read_text())
     names = {e["args"]["name"] for e in tl["traceEvents"] if e.get("ph") == "M" and e.get("name") == "process_name"}
-    assert {"driver", "ActorGroup:0", "ActorGroup:1", "ReferenceGroup:0"} <= names
+    assert {"driver", "actor:0", "actor:1", "reference:0"} <= names
     iterations = {e["args"]["iteration"] for e in tl["traceEvents"] if e.get("cat") == "iteration"}
     assert iterations == {1, 2, 3, 4}
     # the analysis found and parsed everything

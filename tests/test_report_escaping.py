@@ -5,6 +5,7 @@ report package builds markup only from constant templates."""
 from __future__ import annotations
 
 import ast
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from mindspeed_profiler.analysis.report import svg
 PACKAGE = Path(report.__file__).parent
 OUR_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "h4", "p", "span", "table", "thead",
             "tbody", "tr", "th", "td", "div", "i", "svg", "line", "text", "rect", "details", "summary", "script", "b",
-            "g", "select", "option", "label"}
+            "g", "select", "option", "label", "a"}
 
 
 def bad(field: str) -> str:
@@ -37,7 +38,10 @@ def hostile_timeline() -> dict:
             "stages": {st: {"wall_us": 50.0, "first_start_us": off} for st, _, off in stages},
             "idle_per_worker_us": {w: 40.0 for _, w, _ in stages},
             "critical_path": [{"stage": st, "worker": w} for st, w, _ in stages]} for k in (1, 2)]
-    return {"iterations": its, "gantt": gantt, "gantt_truncated": True, "n_stage_spans": bad("n_stage_spans")}
+    for it in its:
+        it.update(profiler_us=5.0, profiler_no_stage_us=0.0)
+    return {"iterations": its, "gantt": gantt, "gantt_truncated": True, "n_stage_spans": bad("n_stage_spans"),
+            "warning": bad("timeline_warning")}
 
 
 def hostile_summary(device: bool = True) -> dict:
@@ -46,13 +50,18 @@ def hostile_summary(device: bool = True) -> dict:
           "steps": [{"step": bad("step"), "dur_us": 5.0, "device_busy_us": 1.0}],
           "top_ops": [{"name": bad("op"), "count": 1, "total_us": 1.0, "self_us": 1.0, "device_us": 1.0}],
           "top_kernels": [{"name": bad("kernel"), "class": bad("kernel_class"), "count": 1, "total_us": 1.0}],
-          "annotations": [{"name": bad("annotation"), "count": 1, "total_us": 1.0, "mean_us": 1.0, "max_us": 1.0}]}
+          "annotations": [{"name": bad("annotation"), "count": 1, "total_us": 1.0, "mean_us": 1.0, "max_us": 1.0}],
+          "warnings": [bad("cap_warning")], "run_id": bad("cap_run"),
+          "communication": {"device": {"total_us": 1.0, "exposed_us": 0.5, "overlapped_us": 0.5, "share_of_busy": 0.2},
+                            "host": {"total_us": 2.0, "share_of_wall": 0.2},
+                            "top": [{"name": bad("collective"), "where": bad("where"), "count": 1, "total_us": 1.0}]}}
     if device:
         ok["device"] = {"busy_us": 3.0, "compute_us": 2.0, "communication_exposed_us": 1.0, "idle_us": 1.0}
     return {
         "root": bad("root"), "created": bad("created"),
         "counts": {"found": bad("found"), "ok": 2, "failed": 1, "unparsed": 0},
         "options": {"threshold": bad("threshold")},
+        "warnings": [bad("warning")], "runs": [bad("run_a"), bad("run_b")],
         "captures": [
             {"path": bad("failed_path"), "kind": bad("kind"), "status": "failed", "error": bad("error")},
             ok,
@@ -63,26 +72,36 @@ def hostile_summary(device: bool = True) -> dict:
                         "rank": bad("wall_rank"), "value_us": 5.0}],
         "slow_ranks": [{"source": bad("source"), "stage": bad("slow_stage"), "metric": bad("metric"),
                         "role": bad("slow_role"), "rank": 0, "value_us": 2.0, "median_us": 1.0, "ratio": 2.0,
-                        "flagged": True}],
+                        "flagged": True, "n": 3, "reason": bad("reason"), "run_id": bad("slow_run")}],
         "timeline": hostile_timeline(),
     }
 
 
 class Tags(HTMLParser):
-    """The tags and attribute names a browser would see."""
+    """The tags and attribute names a browser would see, and the link targets."""
 
     def __init__(self):
         super().__init__()
-        self.tags, self.attrs = set(), set()
+        self.tags, self.attrs, self.hrefs = set(), set(), []
 
     def handle_starttag(self, tag, attrs):
         self.tags.add(tag)
         self.attrs.update(a for a, _ in attrs)
+        self.hrefs += [v for a, v in attrs if a == "href"]
+
+
+def assert_links_are_relative_paths(t: Tags) -> None:
+    """Links (to captures) are percent-encoded relative paths: no scheme (javascript:, http:), no
+    quote, bracket or space that could end the attribute or the tag."""
+    for h in t.hrefs:
+        assert h and not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", h) and not h.startswith("//"), h
+        assert not set(h) & set("<>\"' :&"), h
 
 
 FIELDS = {"stage_a", "stage_b", "role0", "role1", "span_iteration", "n_stage_spans", "path", "role", "rank",
           "cap_stage", "step", "op", "kernel", "kernel_class", "annotation", "root", "created", "found", "threshold",
-          "failed_path", "kind", "error", "cluster", "cluster_rank", "source", "slow_stage", "metric", "slow_role"}
+          "failed_path", "kind", "error", "cluster", "cluster_rank", "source", "slow_stage", "metric", "slow_role",
+          "warning", "cap_warning", "collective", "where", "reason", "run_a", "run_b", "slow_run", "timeline_warning"}
 HOST_FIELDS = {"wall_stage", "wall_role", "wall_rank"}   # shown only without device time
 
 
@@ -94,7 +113,9 @@ def test_every_name_is_escaped(device):
     p = Tags()
     p.feed(page)
     assert p.tags <= OUR_TAGS, p.tags - OUR_TAGS
-    assert not any(a.startswith("on") or a in ("src", "href") for a in p.attrs), p.attrs
+    assert not any(a.startswith("on") or a == "src" for a in p.attrs), p.attrs
+    assert len(p.hrefs) >= 2      # the hostile capture paths are links
+    assert_links_are_relative_paths(p)
     shown = {f for f in FIELDS | HOST_FIELDS if str(escape(bad(f))) in page}
     assert shown == FIELDS | (set() if device else HOST_FIELDS)
 
@@ -124,7 +145,8 @@ def test_report_escapes_hostile_names_and_is_self_contained(tmp_path):
     t = Tags()
     t.feed(page)
     assert t.tags <= OUR_TAGS, t.tags
-    assert not any(a.startswith("on") or a in ("src", "href") for a in t.attrs), t.attrs
+    assert not any(a.startswith("on") or a == "src" for a in t.attrs), t.attrs
+    assert_links_are_relative_paths(t)
     assert "@import" not in page and "url(" not in page
 
 

@@ -49,12 +49,20 @@ def check_even_shards(items: int, what: str, ranks: int, section: str) -> None:
 
 
 class RayCluster:
-    """A Ray connection for one training run: local by default, RAY_ADDRESS for a real cluster."""
+    """A Ray connection for one training run: local by default, RAY_ADDRESS for a real cluster.
+
+    Worker groups listed in `profiler_config.system.worker_groups` run wrapped in the system profiler
+    (process-level capture); they are shut down gracefully at exit so that their reports are written."""
+
+    SYSTEM_FINISH_TIMEOUT_S = float(os.environ.get("EXAMPLE_SYSTEM_FINISH_TIMEOUT_S", "300"))
 
     def __init__(self, cfg: ProfilerConfig, num_cpus: int | None = None):
+        from mindspeed_profiler.integrations.ray import SystemCapture
+
         self.cfg = cfg
         self.num_cpus = num_cpus
         self._handles: list[Any] = []
+        self.system = SystemCapture(cfg)
 
     def __enter__(self) -> "RayCluster":
         import ray
@@ -79,6 +87,10 @@ class RayCluster:
     def __exit__(self, *exc: Any) -> None:
         import ray
 
+        try:  # wrapped workers exit gracefully first: a killed one loses its system profiler report
+            self.system.finish(timeout_s=self.SYSTEM_FINISH_TIMEOUT_S)
+        except Exception as err:
+            print(f"process-level capture: finishing the wrapped workers failed: {type(err).__name__}: {err}", flush=True)
         for h in self._handles:  # a crashed run still releases its actors
             try:
                 ray.kill(h)
@@ -95,14 +107,24 @@ class RayCluster:
         """Start `size` ranks of a worker class as Ray actors sharing one torch.distributed group.
 
         Rank 0 picks the rendezvous address on its own node (the group may span nodes), then every
-        rank joins it and builds its model, profiler and tracer."""
+        rank joins it and builds its model, profiler and tracer. The group's name for
+        `system.worker_groups` is the workers' `role` (actor, reference); the RLinf-style class name
+        (ActorGroup, ReferenceGroup) is accepted too."""
         import ray
 
-        remote_cls = ray.remote(worker_cls).options(num_cpus=0.5)
-        handles = [remote_cls.remote(self.cfg.to_dict(), rank, size, model, seed) for rank in range(size)]
+        group = worker_cls.role
+        aliases = (getattr(worker_cls, "group", None) or group.title().replace("_", "") + "Group",)
+        remote_cls = ray.remote(worker_cls)
+        handles = []
+        for rank in range(size):
+            env = self.system.runtime_env(group, rank, aliases)  # None unless the group is wrapped
+            options = dict(num_cpus=0.5, **({"runtime_env": env} if env else {}))
+            handles.append(remote_cls.options(**options).remote(self.cfg.to_dict(), rank, size, model, seed))
         self._handles += handles
+        self.system.add(group, handles, aliases)
         addr, port = self.get(handles[0].rendezvous.remote())
         self.get([h.setup.remote(addr, port) for h in handles])
+        self.system.check()  # a tool missing on a node: said once here and in run.json; the worker runs unwrapped
         return handles
 
     def sync_clocks(self) -> None:

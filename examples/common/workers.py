@@ -22,8 +22,7 @@ from mindspeed_profiler.tracing import init_tracer, shutdown_tracer, trace_span
 class PolicyWorker:
     """One rank of a worker group: a GPT policy, a profiler and a tracer. Subclasses add the RL steps."""
 
-    role = "policy"         # profiler role: names the capture directories
-    group = "PolicyGroup"   # tracer role: names the process on the timeline
+    role = "policy"         # the worker group: names the capture directories and the process on the timeline
 
     trainable = True        # builds an optimizer
 
@@ -54,7 +53,7 @@ class PolicyWorker:
         if self.trainable:
             self.optimizer = torch.optim.Adam(self.model.parameters(), lr=model.get("lr", 1e-3))
         self.cfg = load_config(self.config, check_paths=False)  # validated on the driver already
-        init_tracer(self.cfg, role=self.group, rank=rank)
+        init_tracer(self.cfg, role=self.role, rank=rank)   # one name per process: the profiler's role
         self.profiler = IntegratedProfiler(self.cfg.integrated, role=self.role)
         self.profiler.start()  # MindSpeed starts it at the end of worker init
         return self.ready()
@@ -114,7 +113,6 @@ class ReferenceWorker(PolicyWorker):
     """The frozen reference policy (KL anchor)."""
 
     role = "reference"
-    group = "ReferenceGroup"
     trainable = False
 
     def compute_ref_log_prob(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -125,7 +123,6 @@ class GRPOActorWorker(PolicyWorker):
     """The GRPO actor: generates, scores its own log-probs, and updates the policy."""
 
     role = "actor"
-    group = "ActorGroup"
 
     @mstx_timer_decorator
     def _sample(self, prompts: torch.Tensor, n_samples: int, response_len: int, temperature: float) -> torch.Tensor:
@@ -170,7 +167,6 @@ class DPOActorWorker(PolicyWorker):
     """The DPO policy: one preference-loss update per batch against reference log-probs."""
 
     role = "actor"
-    group = "ActorGroup"
 
     def update(self, chosen: torch.Tensor, rejected: torch.Tensor, ref_chosen: torch.Tensor,
                ref_rejected: torch.Tensor, prompt_len: int, beta: float = 0.1) -> dict[str, float]:

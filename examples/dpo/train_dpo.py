@@ -13,10 +13,14 @@ from typing import Any, Sequence
 
 import torch
 
-from examples.common import task
+if __package__ in (None, ""):   # run as a file (python examples/dpo/train_dpo.py): make `examples` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from examples.common import task  # noqa: E402
 from examples.common.trainer import RayCluster, Trainer, run_trainer, trainer_main
 from examples.common.workers import DPOActorWorker, ReferenceWorker
-from mindspeed_profiler.tracing import trace_span
+from mindspeed_profiler.formats import CAT_STAGE  # noqa: E402
+from mindspeed_profiler.tracing import trace_span  # noqa: E402
 
 DEFAULT_CONFIG = Path(__file__).with_name("dpo.yaml")
 
@@ -34,8 +38,9 @@ class DPO(Trainer):
     def iteration(self, cluster: RayCluster, actors: list[Any], ref: Any, it: int) -> dict[str, float]:
         d, n = self.s, len(actors)
         span = {"iteration": it}
-        chosen, rejected = task.preference_pairs(int(d["pairs_per_iteration"]), int(d["prompt_len"]),
-                                                 int(d["response_len"]), self.gen)
+        with trace_span("make_pairs", cat=CAT_STAGE, args={**span, "stage": "make_pairs"}):   # driver work: a stage too
+            chosen, rejected = task.preference_pairs(int(d["pairs_per_iteration"]), int(d["prompt_len"]),
+                                                     int(d["response_len"]), self.gen)
         with trace_span("reference_compute_log_prob", cat="rpc", args=span):
             ref_lp = cluster.get(ref.compute_ref_log_prob.remote(torch.cat([chosen, rejected])))
             ref_c, ref_r = ref_lp[:, d["prompt_len"] - 1:].sum(-1).chunk(2)

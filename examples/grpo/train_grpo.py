@@ -15,11 +15,15 @@ from typing import Any, Sequence
 
 import torch
 
-from examples.common import task
+if __package__ in (None, ""):   # run as a file (python examples/grpo/train_grpo.py): make `examples` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from examples.common import task  # noqa: E402
 from examples.common.trainer import RayCluster, Trainer, run_trainer, trainer_main
 from examples.common.rl_math import group_advantages
 from examples.common.workers import GRPOActorWorker, ReferenceWorker
-from mindspeed_profiler.tracing import trace_span
+from mindspeed_profiler.formats import CAT_STAGE  # noqa: E402
+from mindspeed_profiler.tracing import trace_span  # noqa: E402
 
 DEFAULT_CONFIG = Path(__file__).with_name("grpo.yaml")
 
@@ -42,8 +46,10 @@ class GRPO(Trainer):
             tokens = torch.cat(cluster.get([
                 a.generate.remote(s, g["samples_per_prompt"], g["response_len"], g["temperature"])
                 for a, s in zip(actors, prompts.chunk(n))]))
-        with trace_span("reward", cat="driver", args=span):
+        # driver-side work between the workers' stages is a stage too (on the timeline and the critical path)
+        with trace_span("reward", cat=CAT_STAGE, args={**span, "stage": "reward"}):
             rewards = task.reward(tokens[:, : g["prompt_len"]], tokens[:, g["prompt_len"]:])
+        with trace_span("compute_advantage", cat=CAT_STAGE, args={**span, "stage": "compute_advantage"}):
             advantages = group_advantages(rewards, int(g["samples_per_prompt"]))
         with trace_span("compute_log_prob", cat="rpc", args=span):
             old_refs = [a.actor_log_prob.remote(s) for a, s in zip(actors, tokens.chunk(n))]

@@ -62,6 +62,14 @@ def run_captures(root: Path, caps: list[Capture], jobs: int, top_n: int, want_ev
     return [results[i] for i in range(len(caps))]
 
 
+def _run_warnings(runs: list[str], chosen: str | None) -> list[str]:
+    if len(runs) < 2 or chosen is not None:
+        return []
+    return [f"this directory holds {len(runs)} runs ({', '.join(runs)}): each is analysed on its own (tables carry "
+            f"run_id; the timeline shown is the latest run's, every run's is in timeline_runs); "
+            f"`--run {runs[-1]}` analyses one"]
+
+
 def _total_bytes(root: Path, caps: list[Capture]) -> int:
     total = 0
     for c in caps:
@@ -78,12 +86,67 @@ def _stderr_console():
     return Console(stderr=True)
 
 
+class RunNotFound(ValueError):
+    """`--run ID` names a run the directory does not hold."""
+
+
+def select_run(root: Path, caps: list[Capture], run: str) -> list[Capture]:
+    """The captures of one run; a timeline holding that run is kept and told to analyse it only."""
+    from .merge import read_segments
+
+    known = {c.run_id for c in caps if c.run_id and c.kind != "timeline"}
+    chosen = [c for c in caps if c.run_id == run and c.kind != "timeline"]
+    for c in caps:
+        if c.kind == "timeline":
+            try:   # segments: their headers say which runs they hold; a merged file is one run's
+                runs = set(read_segments(str(root / c.path)).runs()) if not c.files else {c.run_id}
+            except (OSError, ValueError):
+                runs = set()
+            known |= {r for r in runs if r}
+            if run in runs or (c.files and c.run_id is None):
+                c.run_id = run
+                chosen.append(c)
+    if not chosen:
+        raise RunNotFound(f"no capture of run {run!r} here (runs found: {', '.join(sorted(known)) or 'none with an id'})")
+    return chosen
+
+
+def runs_of(captures: list[dict]) -> list[str]:
+    """The run ids the analysed captures come from, oldest first: a capture's start time, a
+    timeline's order of its runs (by their clocks), else the id (time-prefixed by start_run)."""
+    first: dict[str, tuple] = {}
+    for c in captures:
+        for k, r in enumerate(c.get("timeline_runs") or []):
+            if r.get("run_id"):
+                first.setdefault(r["run_id"], ("", k))
+        rid = c.get("run_id")
+        if rid and not c.get("timeline"):
+            start = str(((c.get("meta") or {}).get("start_time")) or "")
+            first[rid] = min(first.get(rid, (start, 0)), (start, 0)) if start else first.get(rid, ("", 0))
+    return sorted(first, key=lambda r: (first[r], r))
+
+
+def cross_capture_rows(captures: list[dict], runs: list[str]) -> list[dict]:
+    """stage_rank rows, per run when there are several (never mixing two runs' numbers)."""
+    if len(runs) < 2:
+        return crossrank.stage_rank_rows(captures)
+    rows = []
+    for rid in runs:
+        mine = [c for c in captures if c.get("run_id") == rid and not c.get("timeline")]
+        for c in captures:   # each run's own timeline analysis
+            for r in c.get("timeline_runs") or []:
+                if r.get("run_id") == rid:
+                    mine.append({"kind": "timeline", "status": "ok", "path": c["path"], "timeline": r})
+        rows += [{**row, "run_id": rid} for row in crossrank.stage_rank_rows(mine)]
+    return rows
+
+
 def analyse_directory(root: str | Path, jobs: int | None = None, export_type: str = "text", top_n: int = 20,
                       html: bool = True, threshold: float = 1.2, progress: bool | None = None,
                       out_dir: str | Path | None = None, log: Callable[[str], None] | None = None,
-                      python: str = sys.executable, write: bool = True) -> tuple[dict, int]:
-    """Analyse everything under `root`; write the outputs (unless write=False); return
-    (summary, exit code)."""
+                      python: str = sys.executable, write: bool = True, run: str | None = None) -> tuple[dict, int]:
+    """Analyse everything under `root` (only run `run`'s captures when given); write the outputs
+    (unless write=False); return (summary, exit code)."""
     t_start = time.perf_counter()
     root = Path(root)
     log = log or (lambda m: print(m, file=sys.stderr))
@@ -94,6 +157,8 @@ def analyse_directory(root: str | Path, jobs: int | None = None, export_type: st
         progress = sys.stderr.isatty()
     base = root if root.is_dir() else root.parent
     caps = discover(root)
+    if run is not None:
+        caps = select_run(base, caps, run)
     reasons = prepare(base, caps, jobs, export_type, log, python)
     todo = [c for c in caps if c.path not in reasons]
     results = run_captures(base, todo, jobs, top_n, export_type == "db", progress)
@@ -104,18 +169,21 @@ def analyse_directory(root: str | Path, jobs: int | None = None, export_type: st
             d.update(status=UNPARSED, error=reasons[c.path])
             captures.append(d)
     captures.sort(key=lambda c: c["path"])
-    rows = crossrank.stage_rank_rows(captures)
+    runs = runs_of(captures)
+    rows = cross_capture_rows(captures, runs)
     counts = {"found": len(captures), "ok": sum(c["status"] == "ok" for c in captures),
               "failed": sum(c["status"] == "failed" for c in captures),
               "unparsed": sum(c["status"] == UNPARSED for c in captures)}
     code = EXIT_NOTHING_FOUND if not captures else EXIT_OK if counts["ok"] == len(captures) else EXIT_SOME_FAILED
-    timelines = [c for c in captures if c["kind"] == "timeline" and c["status"] == "ok"]
+    timelines = [c for c in captures if c.get("timeline") and c["status"] == "ok"]
     summary = {
         "schema": formats.SUMMARY_SCHEMA, "tool": "mindspeed-profiler analyse", "root": str(root.resolve()),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "options": {"jobs": jobs, "export_type": export_type, "top": top_n, "threshold": threshold},
         "counts": counts, "exit_code": code,
         "captures": captures,
+        "runs": runs,
+        "warnings": _run_warnings(runs, run),
         "stage_rank": rows,
         "slow_ranks": crossrank.slow_ranks(rows, threshold),
         "timeline": timelines[0]["timeline"] if timelines else None,

@@ -29,7 +29,9 @@ def analyse_capture(root: str, cap_dict: dict, top_n: int = 20, want_events: boo
     gc.disable()
     try:
         fields, events = input_kind(cap.kind).analyse(Path(root), cap, top_n, want_events)
+        found = fields.pop("warnings", [])
         res.update(fields)
+        res["warnings"] = list(cap.warnings) + list(found)
     except Exception as exc:  # noqa: BLE001 - reported per capture, the batch goes on
         res.update(status="failed", error=f"{type(exc).__name__}: {exc}")
         if not isinstance(exc, (ValueError, OSError, jsonscan.TraceFormatError, KeyError)):

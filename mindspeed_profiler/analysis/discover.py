@@ -13,6 +13,7 @@ from mindspeed_profiler import formats
 from .inputs import DEFAULT_FILE_KIND, input_kind, input_kinds
 
 UNREADABLE = "unreadable"
+MAX_RANK = 2**31 - 1   # ranks and iterations a table (SQLite INTEGER, numpy int64 sums) holds safely
 
 
 @dataclass
@@ -24,6 +25,7 @@ class Capture:
     rank: int | None = None
     stage: str | None = None
     step_range: list[int] | None = None   # [first, last] iteration, from the metadata / name
+    run_id: str | None = None             # the run that wrote it (metadata); for a timeline, the run to analyse
     meta: dict | None = None
     warnings: list[str] = field(default_factory=list)
 
@@ -51,8 +53,10 @@ def read_identity(cap: Capture, root: Path, d: Path) -> None:
             # a damaged file must not leak odd types into the tables (a list as a stage name...)
             cap.role = _text(meta.get("role"))
             r = meta.get("rank")
-            cap.rank = r if isinstance(r, int) and not isinstance(r, bool) else None
+            cap.rank = r if isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= MAX_RANK else None
             cap.stage = _text(meta.get("stage"))
+            rid = meta.get(formats.RUN_ID_KEY)
+            cap.run_id = rid if isinstance(rid, str) else None
             st = meta.get("steps")
             cap.step_range = (list(st) if isinstance(st, list) and len(st) == 2
                               and all(isinstance(x, int) and not isinstance(x, bool) for x in st) else None)
@@ -60,9 +64,13 @@ def read_identity(cap: Capture, root: Path, d: Path) -> None:
             cap.warnings.append(f"{rel(root, meta_path)}: unreadable metadata ({type(exc).__name__}: {exc})")
     m = formats.CAPTURE_NAME_PREFIX_RE.match(d.name)
     if m:
-        cap.role = cap.role or m["role"]
-        cap.rank = cap.rank if cap.rank is not None else int(m["rank"])
-        cap.step_range = cap.step_range or [int(m["first"]), int(m["last"])]
+        numbers = [int(m[k]) for k in ("rank", "first", "last")]
+        if max(numbers) > MAX_RANK:   # a name no writer of ours makes: keep the numbers out of the tables
+            cap.warnings.append(f"{d.name}: rank / steps out of range in the directory name; ignored")
+        else:
+            cap.role = cap.role or m["role"]
+            cap.rank = cap.rank if cap.rank is not None else numbers[0]
+            cap.step_range = cap.step_range or numbers[1:]
     if cap.stage is None and d.parent != root:  # <save_path>/<stage or "all">/<capture>
         cap.stage = d.parent.name
 

@@ -6,6 +6,11 @@ next to them, atomically. Partial data is fine: a process that
 crashed contributes what it flushed, a truncated last line is skipped and reported in
 `otherData.warnings`.
 
+Runs: every segment session carries its run's id (header `run_id`). A directory written by two
+runs holds sessions of both (even in one file, when a pid comes back): `build_timeline(dir,
+run_id)` merges one run's sessions only, never mixing them; `write_timeline` writes one file per
+run when there are several (`timeline.<run_id>.json`) and `timeline.json` for the latest.
+
 Times: each span's monotonic start is mapped to its process's wall clock (header anchor), then to
 the reference (driver) clock by the recorded offset. `ts` is in microseconds since
 `otherData.time_origin_unix_ns` (relative, so doubles keep sub-microsecond precision).
@@ -22,6 +27,8 @@ import orjson
 
 from mindspeed_profiler import formats
 from mindspeed_profiler.analysis.parsing import segments as segment
+from mindspeed_profiler.analysis.system_tracks import add_system_tracks, system_dir_of
+from mindspeed_profiler.analysis.parsing.rlinf_trace import RLINF_TRACE_FILE, combine, read_rlinf_events, to_timeline
 
 TIMELINE_NAME = formats.TIMELINE_FILE
 _TASK_TID_BASE = 5_000_000  # above Linux pid_max (2**22): synthetic lanes never collide with real tids
@@ -39,8 +46,9 @@ class _Proc:
 
 
 def resolve_timeline_dir(path: str) -> str:
-    """`path` itself if it holds segments or a timeline, else `path/timeline` if that exists."""
-    if os.path.isdir(path) and any(n.endswith(formats.SEGMENT_SUFFIX) for n in os.listdir(path)):
+    """`path` itself if it holds segments (or RLinf's trace_events.jsonl), else `path/timeline` if
+    that exists."""
+    if os.path.isdir(path) and any(n.endswith(formats.SEGMENT_SUFFIX) or n == RLINF_TRACE_FILE for n in os.listdir(path)):
         return path
     sub = os.path.join(path, formats.TIMELINE_DIR)
     if os.path.isdir(sub):
@@ -48,30 +56,73 @@ def resolve_timeline_dir(path: str) -> str:
     return path
 
 
-def build_timeline(timeline_dir: str) -> dict:
-    """Read every `*.seg.jsonl` under `timeline_dir` and return the merged Chrome Trace object."""
+ANY_RUN = object()  # build_timeline(run_id=ANY_RUN): every session, whatever its run
+
+
+@dataclass
+class SegmentSet:
+    """Every readable segment session of a timeline directory, and the problems met reading them."""
+
+    sessions: list = field(default_factory=list)  # (path, Session)
+    warnings: list = field(default_factory=list)
+
+    def runs(self) -> list[str | None]:
+        """The run ids of the sessions, the latest run last (by its first session's start)."""
+        first: dict = {}
+        for _path, sess in self.sessions:
+            rid = _run_of(sess)
+            start = int(sess.header["clock"].get("wall_ns") or 0) if isinstance(sess.header.get("clock"), dict) else 0
+            first[rid] = min(first.get(rid, start), start)
+        return sorted(first, key=lambda r: (first[r], str(r)))
+
+
+def _run_of(sess: Any) -> str | None:
+    rid = sess.header.get(formats.RUN_ID_KEY)
+    return rid if isinstance(rid, str) else None
+
+
+def read_segments(timeline_dir: str) -> SegmentSet:
     timeline_dir = resolve_timeline_dir(str(timeline_dir))
     if not os.path.isdir(timeline_dir):
         raise FileNotFoundError(f"timeline directory {timeline_dir!r} does not exist")
-    warnings: list[str] = []
-    procs: dict[tuple, _Proc] = {}
     paths = list(segment.iter_segment_paths(timeline_dir))
     if not paths:
         raise FileNotFoundError(f"no *{formats.SEGMENT_SUFFIX} segment files in {timeline_dir!r} (was tracer.enable on?)")
+    out = SegmentSet()
     for path in paths:
         try:
             seg = segment.read_segment(path)
         except OSError as exc:
-            warnings.append(f"{os.path.basename(path)}: unreadable ({exc}); skipped")
+            out.warnings.append(f"{os.path.basename(path)}: unreadable ({exc}); skipped")
             continue
-        warnings += [f"{os.path.basename(path)}:{ln}: {msg}" for ln, msg in seg.problems]
-        for sess in seg.sessions:
-            h = sess.header
-            key = (h.get("host"), h.get("pid"), h.get("role"), h.get("rank"))
-            proc = procs.get(key)
-            if proc is None:
-                proc = procs[key] = _Proc(key, str(h.get("role")), _int(h.get("rank")), str(h.get("host")), _int(h.get("pid")))
-            proc.sessions.append((path, sess))
+        out.warnings += [f"{os.path.basename(path)}:{ln}: {msg}" for ln, msg in seg.problems]
+        out.sessions += [(path, sess) for sess in seg.sessions]
+    return out
+
+
+def build_timeline(timeline_dir: str, run_id: Any = None, segments: SegmentSet | None = None) -> dict:
+    """The merged Chrome Trace object of one run's segments under `timeline_dir`: `run_id`, or the
+    latest run when None (`ANY_RUN`: every session, runs mixed)."""
+    segs = segments if segments is not None else read_segments(timeline_dir)
+    runs = segs.runs()
+    if run_id is None:
+        run_id = runs[-1] if runs else None
+    elif run_id is not ANY_RUN and run_id not in runs:
+        raise ValueError(f"no segments of run {run_id!r} in {timeline_dir} (runs there: {', '.join(map(str, runs))})")
+    warnings = list(segs.warnings)
+    if len(runs) > 1 and run_id is not ANY_RUN:
+        warnings.append(f"the directory holds segments of {len(runs)} runs ({', '.join(map(str, runs))}): "
+                        f"this timeline is run {run_id}'s only")
+    procs: dict[tuple, _Proc] = {}
+    for path, sess in segs.sessions:
+        if run_id is not ANY_RUN and _run_of(sess) != run_id:
+            continue
+        h = sess.header
+        key = (h.get("host"), h.get("pid"), h.get("role"), h.get("rank"))
+        proc = procs.get(key)
+        if proc is None:
+            proc = procs[key] = _Proc(key, str(h.get("role")), _int(h.get("rank")), str(h.get("host")), _int(h.get("pid")))
+        proc.sessions.append((path, sess))
     ordered = sorted(procs.values(), key=lambda p: (p.role != "driver", p.role, p.rank, p.host, p.os_pid))
     names = _process_names(ordered)
     spans: list[tuple[int, int, int, int, list, str, Optional[dict]]] = []  # (start_ns, dur_ns, pid, tid, ev, ...) pre-origin
@@ -103,6 +154,8 @@ def build_timeline(timeline_dir: str) -> dict:
             "time_base": "ts = microseconds since time_origin_unix_ns, on the reference (driver) clock",
             "processes": info,
             "warnings": warnings,
+            formats.RUN_ID_KEY: None if run_id is ANY_RUN else run_id,
+            "runs": runs,
         },
     }
 
@@ -200,11 +253,38 @@ def _split_overlaps(events: list, meta: list) -> None:
 
 
 def write_timeline(timeline_dir: str, gzip: bool = False) -> pathlib.Path:
-    """Merge the segments and write `<timeline_dir>/timeline.json[.gz]` (atomically). Returns the path."""
+    """Merge the segments and write `<timeline_dir>/timeline.json[.gz]` (atomically): the latest
+    run's; when the directory holds several runs, also `timeline.<run_id>.json[.gz]` for each.
+    Returns the path of timeline.json[.gz]."""
     timeline_dir = resolve_timeline_dir(str(timeline_dir))
-    trace = build_timeline(timeline_dir)
+    rlinf = _rlinf_timeline(pathlib.Path(timeline_dir))
+    if rlinf is not None and not any(n.endswith(formats.SEGMENT_SUFFIX) for n in os.listdir(timeline_dir)):
+        return _write_trace(pathlib.Path(timeline_dir), TIMELINE_NAME, rlinf, gzip)   # RLinf's alone, Perfetto-ready
+    segs = read_segments(timeline_dir)
+    runs = segs.runs()
+    latest = build_timeline(timeline_dir, None, segs)
+    out = _write_trace(pathlib.Path(timeline_dir), TIMELINE_NAME, combine(latest, rlinf) if rlinf else latest, gzip)
+    if len(runs) > 1:
+        for rid in runs:
+            _write_trace(pathlib.Path(timeline_dir), formats.run_timeline_file(str(rid)), build_timeline(timeline_dir, rid, segs), gzip)
+    return out
+
+
+def _rlinf_timeline(directory: pathlib.Path) -> dict | None:
+    """RLinf's trace_events.jsonl of this directory as our timeline format, or None."""
+    path = directory / RLINF_TRACE_FILE
+    if not path.is_file():
+        return None
+    events, warnings = read_rlinf_events(path)
+    trace, more = to_timeline(events)
+    trace["otherData"]["warnings"] = warnings + more
+    return trace
+
+
+def _write_trace(directory: pathlib.Path, name: str, trace: dict, gzip: bool) -> pathlib.Path:
+    add_system_tracks(trace, system_dir_of(directory))  # py-spy frames of this run's wrapped workers (system_tracks.py)
     data = orjson.dumps(trace)
-    out = pathlib.Path(timeline_dir) / (TIMELINE_NAME + (".gz" if gzip else ""))
+    out = directory / (name + (".gz" if gzip else ""))
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     if gzip:
         with _gzip.open(tmp, "wb", compresslevel=6) as fh:
@@ -212,7 +292,7 @@ def write_timeline(timeline_dir: str, gzip: bool = False) -> pathlib.Path:
     else:
         tmp.write_bytes(data)
     os.replace(tmp, out)
-    stale = out.with_name(TIMELINE_NAME if gzip else TIMELINE_NAME + ".gz")
+    stale = out.with_name(name if gzip else name + ".gz")
     if stale.exists():  # never leave an older merge next to the new one (readers take either)
         stale.unlink()
     return out

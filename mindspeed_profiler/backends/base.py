@@ -35,6 +35,7 @@ class CaptureHandle(ABC):
     """One capture. Call order: start(), step() at the end of each iteration, stop(), export()."""
 
     directory: Path | None = None  # the capture directory, once it exists
+    notes: list[str] = []  # what the capture could not do (a note in its metadata); set per instance
 
     @abstractmethod
     def start(self) -> None: ...

@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 import socket
-import tempfile
+import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,6 @@ from mindspeed_profiler.formats import (  # noqa: F401
     META_FILE,
     RUN_FILE,
     parse_capture_dir_name,
-    trace_basename,
 )
 
 
@@ -75,6 +74,18 @@ def _shorten(text: str, room: int) -> str:
     return f"{text[:max(room - 9, 1)]}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
 
 
+# The longest file name written in a capture directory is `<basename>.<pid>.memory_snapshot.pickle`
+# (a 7-digit pid): what is left of 255 bytes for `<role>_rank<R>`.
+MAX_BASENAME = 255 - len(".4194304" + formats.MEMORY_SNAPSHOT_SUFFIX) - 8
+
+
+def trace_basename(role: str, rank: int) -> str:
+    """`<role>_rank<R>` for the files of a capture; a role too long for a file name becomes a
+    prefix plus a hash (deterministic), as in worker_name."""
+    tail = f"_rank{rank}"
+    return _shorten(role, MAX_BASENAME - len(tail)) + tail
+
+
 def capture_dir_name(worker: str, suffix: str, pid: int | None = None, when: _dt.datetime | None = None) -> str:
     """formats.capture_dir_name for this process now (or the given pid and time)."""
     return formats.capture_dir_name(worker, suffix, os.getpid() if pid is None else pid, time_token(when))
@@ -106,10 +117,12 @@ def utc_now_iso() -> str:
 
 def write_json_atomic(path: Path, obj: Any) -> Path:
     """Write JSON via a temp file + os.replace, so readers never see half a file and concurrent
-    writers (many rank-0 processes writing run.json) cannot interleave."""
+    writers (many rank-0 processes writing run.json) cannot interleave. The file gets the
+    permissions of the other outputs (0666 less the umask), not mkstemp's 0600."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(obj, fh, indent=1, default=str)

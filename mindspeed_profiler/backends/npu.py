@@ -32,11 +32,14 @@ import inspect
 import json
 import re
 from dataclasses import dataclass, field
+import os
 from pathlib import Path
 from typing import Any, Mapping
 
 from mindspeed_profiler._warn import warn_once
+from mindspeed_profiler import formats
 from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec
+from mindspeed_profiler.backends.memory_snapshot import ALLOCATOR, MemorySnapshot
 from mindspeed_profiler.backends.registry import register_backend
 from mindspeed_profiler.config import IntegratedConfig
 from mindspeed_profiler.schedule import schedule_args
@@ -491,6 +494,9 @@ class NpuCapture(CaptureHandle):
         self.adapted: Adapted | None = None
         self.directory = None
         self._prof = None
+        self.notes: list[str] = []
+        # profile_with_memory: also the allocator's history (from the profiler's start, warm-up included)
+        self._memory = MemorySnapshot(ALLOCATOR, "npu") if options.get("profile_memory") else None
 
     def start(self) -> None:
         tnpu = import_torch_npu()
@@ -520,6 +526,8 @@ class NpuCapture(CaptureHandle):
             self._prof.step_num = self.spec.begin
             self._prof.current_action = self._prof.schedule(self.spec.begin)
         self._prof.start()
+        if self._memory is not None:
+            self._memory.start()
 
     def step(self) -> None:
         self._prof.step()
@@ -527,6 +535,9 @@ class NpuCapture(CaptureHandle):
     def stop(self) -> None:
         if self._prof is not None:
             prof, self._prof = self._prof, None
+            if self._memory is not None:
+                self._memory.stop()
+                self.notes += self._memory.notes
             try:
                 prof.stop()
             finally:
@@ -539,8 +550,12 @@ class NpuCapture(CaptureHandle):
         # log failures instead of raising, so check that the directory really exists.
         if self.directory is None:
             raise RuntimeError(f"torch_npu wrote no {self.spec.worker_name}_<pid>_<time>_ascend_pt directory under {self.spec.save_dir}")
-        out = self.directory / "ASCEND_PROFILER_OUTPUT"
-        return sorted(p for p in out.rglob("*") if p.is_file()) if out.is_dir() else []
+        out = self.directory / formats.ASCEND_OUTPUT_DIR
+        files = sorted(p for p in out.rglob("*") if p.is_file()) if out.is_dir() else []
+        if self._memory is not None:
+            snap = self._memory.write(self.directory / formats.memory_snapshot_name(self.spec.trace_basename, os.getpid()))
+            files += [snap] if snap is not None else []
+        return files
 
 
 def find_capture_dir(save_dir: Path, worker: str) -> Path | None:

@@ -18,13 +18,17 @@ on disk, not free in time (see docs/perf_profiler.md).
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from mindspeed_profiler.backends import layout
+from mindspeed_profiler import formats
 from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec
+from mindspeed_profiler.backends.memory_snapshot import MemorySnapshot, snapshot_kind
 from mindspeed_profiler.backends.registry import register_backend
 from mindspeed_profiler.config import IntegratedConfig
 
@@ -64,13 +68,30 @@ def profile_options(cfg: IntegratedConfig, cuda: bool) -> dict[str, Any]:
     else:
         for k, v in _LEVEL_ADDS[level].items():
             flags[k] = flags[k] or v
-    return {"activities": activities, **flags, "annotations_only": level == "level_none", "notes": notes}
+    snapshot = None
+    if cfg.profile_with_memory and level != "level_none":   # the allocator's history too, for PyTorch's memory viewer
+        snapshot, why_not = snapshot_kind("cuda" if cuda else "cpu", flags)
+        if why_not:
+            notes.append(why_not)
+    return {"activities": activities, **flags, "annotations_only": level == "level_none", "memory_snapshot": snapshot,
+            "notes": notes}
 
 
 def keep_annotations(trace: dict[str, Any]) -> dict[str, Any]:
     """Pure: a Kineto trace reduced to metadata events and user annotations (level_none)."""
     events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "M" or e.get("cat") in ANNOTATION_CATS]
     return {**trace, "traceEvents": events}
+
+
+@contextlib.contextmanager
+def _removed_if_failed(path: Path):
+    """Remove what a failed write left at `path`, then let the error through."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        raise
 
 
 class TorchCapture(CaptureHandle):
@@ -87,6 +108,9 @@ class TorchCapture(CaptureHandle):
         self._step_range = None
         self._recording = False
         self._recorded = False
+        self.notes: list[str] = []
+        kind = opts.get("memory_snapshot")
+        self._memory = MemorySnapshot(kind, "cuda" if "CUDA" in opts["activities"] else "cpu") if kind else None
 
     def start(self) -> None:
         import torch
@@ -108,6 +132,8 @@ class TorchCapture(CaptureHandle):
     def _begin_recording(self) -> None:
         self._prof.start_trace()
         self._recording = self._recorded = True
+        if self._memory is not None:
+            self._memory.start()
         self._enter_step()
 
     def _enter_step(self) -> None:
@@ -139,18 +165,31 @@ class TorchCapture(CaptureHandle):
         if self._recording or not self._recorded:
             self._recording = False
             self._prof.stop_trace()
+            if self._memory is not None and self._recorded:
+                self._memory.stop(self._prof)
+                self.notes += self._memory.notes
 
     def export(self) -> list[Path]:
         if self._prof is None or not self._recorded:
             return []
         path = self.directory / layout.trace_file_name(self.spec.trace_basename)
-        self._prof.export_chrome_trace(str(path))
-        if self.opts["annotations_only"]:
-            with gzip.open(path, "rt", encoding="utf-8") as fh:
-                trace = json.load(fh)
-            with gzip.open(path, "wt", encoding="utf-8") as fh:
-                json.dump(keep_annotations(trace), fh)
-        return [path]
+        with _removed_if_failed(path):   # a full disk must not leave half a trace that keeps it full
+            self._prof.export_chrome_trace(str(path))
+            if self.opts["annotations_only"]:
+                with gzip.open(path, "rt", encoding="utf-8") as fh:
+                    trace = json.load(fh)
+                with gzip.open(path, "wt", encoding="utf-8") as fh:
+                    json.dump(keep_annotations(trace), fh)
+        files = [path]
+        if self._memory is not None:
+            snap_path = self.directory / formats.memory_snapshot_name(self.spec.trace_basename, os.getpid())
+            try:
+                with _removed_if_failed(snap_path):
+                    snap = self._memory.write(snap_path)
+                files += [snap] if snap is not None else []
+            except OSError as exc:   # the trace is kept: the snapshot is extra
+                self.notes.append(f"memory snapshot not written: {type(exc).__name__}: {exc}")
+        return files
 
 
 @register_backend

@@ -24,21 +24,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="worker processes (default: %(default)s = the number of cores)")
     parser.add_argument("--export-type", choices=("text", "db"), default="text",
                         help="text: summary.json + report.html; db: also analysis.db (SQLite), and db for raw Ascend parsing")
-    parser.add_argument("--top", type=int, default=20, help="how many ops / kernels to list (default: %(default)s)")
+    parser.add_argument("--top", type=int, default=None,
+                        help="how many ops / kernels / ranges to keep per capture in summary.json and to list per "
+                             "stage on the terminal (default: 20 kept, 10 listed)")
     parser.add_argument("--no-html", action="store_true", help="do not write report.html")
     parser.add_argument("--threshold", type=float, default=1.2,
                         help="flag a rank slower than this ratio to the median (default: %(default)s)")
     parser.add_argument("-o", "--output", default=None, help="output directory (default: DIR/analysis)")
+    parser.add_argument("--run", default=None, metavar="RUN_ID",
+                        help="analyse only this run's captures and timeline (a directory written by several runs "
+                             "lists their ids; default: every run, each on its own)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no tables on the terminal")
 
 
 def run(args: argparse.Namespace) -> int:
-    from mindspeed_profiler.analysis.batch import EXIT_NOTHING_FOUND, analyse_directory
+    from mindspeed_profiler.analysis.batch import EXIT_NOTHING_FOUND, RunNotFound, analyse_directory
 
     if args.jobs < 1:
         print(f"analyse: --jobs must be >= 1, got {args.jobs}", file=sys.stderr)
         return 2
-    if args.top < 1:
+    if args.top is not None and args.top < 1:
         print(f"analyse: --top must be >= 1, got {args.top}", file=sys.stderr)
         return 2
     if not args.threshold > 0:   # also rejects nan
@@ -46,8 +51,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         summary, code = analyse_directory(args.directory, jobs=args.jobs, export_type=args.export_type,
-                                          top_n=args.top, html=not args.no_html, threshold=args.threshold,
-                                          out_dir=args.output)
+                                          top_n=args.top or 20, html=not args.no_html, threshold=args.threshold,
+                                          out_dir=args.output, run=args.run)
+    except RunNotFound as exc:
+        print(f"analyse: --run {args.run}: {exc}", file=sys.stderr)
+        return 2
     except FileNotFoundError as exc:
         if not os.path.exists(args.directory):
             print(str(exc), file=sys.stderr)
@@ -61,13 +69,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"analyse: nothing to analyse under {args.directory} (no *_pt / *_ascend_pt captures, Kineto JSON, "
               "timeline or cluster_step_trace_time.csv)", file=sys.stderr)
         return code
-    if not args.quiet:
-        from mindspeed_profiler.analysis.console import print_summary
-        print_summary(summary, top_n=min(args.top, 20))
     out = args.output or os.path.join(args.directory if os.path.isdir(args.directory) else os.path.dirname(args.directory) or ".", "analysis")
     c = summary["counts"]
     print(f"analysed {c['ok']}/{c['found']} captures ({c['failed']} failed, {c['unparsed']} not parsed) "
-          f"in {summary['elapsed_s']} s -> {out}", file=sys.stderr)
+          f"in {summary['elapsed_s']} s -> {out}", file=sys.stderr, flush=True)
+    if not args.quiet:   # after the count line, so that the last lines are the files and how to open them
+        from mindspeed_profiler.analysis.console import print_summary
+        print_summary(summary, top_n=args.top or 10, out_dir=out, html=not args.no_html,
+                      db=args.export_type == "db")
     return code
 
 

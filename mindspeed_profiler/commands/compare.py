@@ -61,21 +61,27 @@ def run(args: argparse.Namespace) -> int:
     if not con.is_terminal and con.width < 140:
         con.width = 140
     f = lambda v: "" if v is None else f"{v / 1e3:,.3f}"
-    for title, key in (("Stages", "stages"), ("Ranks", "ranks"), ("Ops and kernels (per step)", "ops")):
-        rows = res[key][: args.top]
+    con.print(f"[bold]B - A[/bold], by impact. Ops and kernels: {escape(res['how']['values'])}.", highlight=False)
+    for title, key in (("Stages (per iteration)", "stages"), ("Ranks", "ranks"), ("Host ops (self time per step)", "ops"),
+                       ("Kernels (device time per step)", "kernels")):
+        rows = [r for r in res[key] if r["status"] != "same"]
         if not rows:
             continue
-        t = Table(title=f"{title}: B - A (ms), by impact")
-        for h in ("", "A ms", "B ms", "delta ms", "B/A"):
+        t = Table(title=f"{title}: B - A (ms)")
+        for h in ("", "A ms", "B ms", "delta ms", "B/A", ""):
             t.add_column(h, overflow="fold" if not h else "ellipsis")
-        for r in rows:
-            key = r["key"] if len(r["key"]) <= 100 else r["key"][:99] + "…"
-            t.add_row(escape(key), f(r["a_us"]) or ("below top-N" if r["delta_us"] is None else ""),
-                      f(r["b_us"]) or ("below top-N" if r["delta_us"] is None else ""),
+        for r in rows[: args.top]:
+            name = r["key"] if len(r["key"]) <= 100 else r["key"][:99] + "…"
+            t.add_row(escape(name), f(r["a_us"]) or ("below top-N" if r["status"] == "unknown" else ""),
+                      f(r["b_us"]) or ("below top-N" if r["status"] == "unknown" else ""),
                       "?" if r["delta_us"] is None else f(r["delta_us"]),
                       "" if r["ratio"] is None else f"{r['ratio']:.3f}",
-                      style="red" if (r["delta_us"] or 0) > 0 and r["ratio"] and r["ratio"] > 1.05 else None)
+                      r["status"] if r["status"] in ("new", "gone", "unknown") else "",
+                      style="red" if (r["delta_us"] or 0) > 0 and (r["ratio"] is None or r["ratio"] > 1.05) else None)
         con.print(t)
+        if len(rows) > args.top:
+            con.print(f"  ... {len(rows) - args.top} more changed rows (--top N to list them, --json FILE for all)",
+                      highlight=False)
     return 0
 
 

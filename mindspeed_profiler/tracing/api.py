@@ -191,6 +191,9 @@ def init_tracer(cfg: Any = None, role: str = "driver", rank: int = 0) -> Optiona
             return None
         STATE.tracer = rec
         _register_exit_hooks()
+        from mindspeed_profiler.signals import install_sigterm_handler
+
+        install_sigterm_handler()   # a SIGTERM flushes and closes the segment, then the previous handler runs
         return rec
 
 

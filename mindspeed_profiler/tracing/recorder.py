@@ -216,6 +216,11 @@ class Recorder:
             self._write(body, n)
 
     def _write(self, body: bytes, n_events: int) -> None:
+        if isinstance(self.sink, FileSink) and self.sink.lost():
+            warn_once(f"tracer-lost-{self.pid}", f"mindspeed-profiler tracer: {self.sink.describe()} was removed while "
+                      "the run was writing it; a new segment file starts there (spans already flushed to the removed "
+                      "file are gone)")
+            self._header_sent = False   # the new file starts with the header
         header = b"" if self._header_sent else segment.dumps_line(self.header)
         try:
             self.sink.write(header + body)

@@ -40,9 +40,38 @@ def make_header(role: str, rank: int, wall_ns: int, mono_ns: int, extra: Optiona
     return header
 
 
+_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
+_MAX_DEPTH = 32
+
+
 def _default(obj: Any) -> Any:
     return repr(obj)  # user args may hold anything: never fail a flush over one value
 
 
 def dumps_line(obj: Any) -> bytes:
-    return orjson.dumps(obj, default=_default, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE)
+    """One JSON line. What orjson cannot encode even with repr() for unknown types (an int beyond
+    64 bits, a dict key of an odd type, nesting too deep) is replaced by its repr(), value by value,
+    so one value never costs the line, let alone the batch."""
+    try:
+        return orjson.dumps(obj, default=_default, option=_OPTIONS)
+    except (TypeError, orjson.JSONEncodeError):
+        return orjson.dumps(_encodable(obj, 0), default=_default, option=_OPTIONS)
+
+
+def _encodable(v: Any, depth: int) -> Any:
+    if isinstance(v, bool) or v is None or isinstance(v, (str, float)):
+        return v
+    if isinstance(v, int):
+        return v if -2**63 <= v < 2**64 else repr(v)
+    if depth >= _MAX_DEPTH:
+        return repr(v)
+    if isinstance(v, dict):
+        return {(k if isinstance(k, (str, int, float, bool)) and not (isinstance(k, int) and not -2**63 <= k < 2**64)
+                 else repr(k)): _encodable(x, depth + 1) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_encodable(x, depth + 1) for x in v]
+    try:
+        orjson.dumps(v, default=_default, option=_OPTIONS)
+        return v
+    except (TypeError, orjson.JSONEncodeError):
+        return repr(v)

@@ -23,6 +23,19 @@ class FileSink:
         self._fh.write(data)
         self._fh.flush()  # into the page cache: survives a SIGKILL of this process
 
+    def lost(self) -> bool:
+        """True (once) when the open file was removed under us (its directory deleted mid-run):
+        it is closed, and the next write starts a new file there (one fstat per flush)."""
+        if self._fh is None:
+            return False
+        try:
+            gone = os.fstat(self._fh.fileno()).st_nlink == 0
+        except OSError:
+            gone = True
+        if gone:
+            self.close()
+        return gone
+
     def close(self) -> None:
         if self._fh is not None:
             try:

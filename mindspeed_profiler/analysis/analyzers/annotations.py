@@ -8,7 +8,9 @@ from .classify import ClassifiedTrace
 
 
 def top_annotations(ct: ClassifiedTrace, top_n: int) -> list[dict]:
-    """name, count, total_us, mean_us, max_us per range name (ProfilerStep ranges excluded)."""
+    """name, count, total_us, mean_us, max_us per range name (ProfilerStep ranges excluded), on the
+    host; device_us: the duration of the range's device-side copies (Kineto's gpu_user_annotation,
+    the time from its first to its last kernel), never counted as calls of their own."""
     ev = ct.ev
     nn = len(ev.names)
     amask = ct.m["annotation"] & ~ct.is_step
@@ -17,6 +19,8 @@ def top_annotations(ct: ClassifiedTrace, top_n: int) -> list[dict]:
     atot = group_sum(an, ct.dur[amask], nn)
     amax = np.zeros(nn)
     np.maximum.at(amax, an, ct.dur[amask])
+    dmask = ct.m["device_annotation"]
+    dtot = group_sum(ev.name[dmask], ct.dur[dmask], nn)
     return top([{"name": str(ev.names[i]), "count": int(acnt[i]), "total_us": float(atot[i]),
-                 "mean_us": float(atot[i] / acnt[i]), "max_us": float(amax[i])}
+                 "mean_us": float(atot[i] / acnt[i]), "max_us": float(amax[i]), "device_us": float(dtot[i])}
                 for i in np.flatnonzero(acnt)], "total_us", top_n)

@@ -1,23 +1,64 @@
-"""Which device activity is communication (collectives, point-to-point), by name or by the
-process (Ascend's HCCL / Communication rows) it was recorded on."""
+"""Which activity is communication, by what the trace itself says: the collective library's family
+name as a word (nccl, rccl, hccl / hcom, gloo: `ncclDevKernel_AllReduce`, `gloo:all_reduce`,
+`hcom_broadcast_`, never `BroadcastTo`), the process it was recorded on (Ascend's HCCL /
+Communication rows), or Ascend's accelerator core (HCCL); and how much of it the rest did not hide.
+"""
 from __future__ import annotations
 
 import re
 
-COMM_RE = re.compile(
-    r"nccl|hccl|hcom|allreduce|all_reduce|allgather|all_gather|reducescatter|reduce_scatter|"
-    r"alltoall|all_to_all|sendrecv|send_recv|broadcast|c10d|gloo:", re.I)
-# the same as COMM_RE as plain substrings of the lower-cased name (much faster than a
-# case-insensitive alternation on long C++ kernel names)
-COMM_KEYS = ("nccl", "hccl", "hcom", "allreduce", "all_reduce", "allgather", "all_gather", "reducescatter",
-             "reduce_scatter", "alltoall", "all_to_all", "sendrecv", "send_recv", "broadcast", "c10d", "gloo:")
+import numpy as np
+
+from .. import intervals
+
+# The family name as a word: not preceded by a letter; not followed by a lower-case letter (so
+# camel case such as ncclDevKernel and HcclAllReduce count, "ncclx" or "hcomb" do not).
+COMM_FAMILY_RE = re.compile(r"(?<![A-Za-z])(?:[Nn][Cc][Cc][Ll]|[Rr][Cc][Cc][Ll]|[Hh][Cc][Cc][Ll]|[Hh][Cc][Oo][Mm]|"
+                            r"[Gg][Ll][Oo][Oo])(?![a-z])")
 COMM_PROCESSES = ("HCCL", "Communication")   # Ascend trace_view process names
+# host-side entry points of torch.distributed collectives (Kineto cpu_op names)
+HOST_COMM_PREFIXES = ("c10d::", "record_param_comms")
 
 
-def is_comm_name(n) -> bool:
-    return any(map(str(n).lower().__contains__, COMM_KEYS))
+def is_comm_name(name) -> bool:
+    return COMM_FAMILY_RE.search(str(name)) is not None
 
 
-def is_comm_kind(kind: str) -> bool:
-    """An Ascend kernel_details row's "<Type> <Accelerator Core>" says communication."""
-    return bool(COMM_RE.search(kind)) or "HCCL" in kind.upper() or "COMMUNICATION" in kind.upper()
+def is_host_comm_name(name) -> bool:
+    """A host op / range that is a collective call (gloo:all_reduce, nccl:all_reduce, c10d::...)."""
+    n = str(name)
+    return n.startswith(HOST_COMM_PREFIXES) or COMM_FAMILY_RE.search(n) is not None
+
+
+def is_comm_kind(task_type: str, core: str) -> bool:
+    """An Ascend kernel_details row is communication: its accelerator core is HCCL, or its task type
+    is a collective's (hcom_allReduce_, HcclAllReduce...)."""
+    return core.strip().upper() == "HCCL" or is_comm_name(task_type)
+
+
+def host_communication(ts: np.ndarray, end: np.ndarray, wall_us: float) -> dict | None:
+    """The time covered by host-side collective calls (nested calls counted once) and its share of
+    the capture's wall time: on CPU runs (gloo) this is where the communication is."""
+    if not len(ts):
+        return None
+    covered = intervals.union_length(ts, end)
+    return {"total_us": covered, "share_of_wall": covered / wall_us if wall_us > 0 else None}
+
+
+def device_communication(breakdown: dict | None) -> dict | None:
+    """The communication part of a device breakdown: total, exposed (not hidden under compute),
+    overlapped, and the exposed share of the busy time; None without device communication."""
+    if not breakdown or not breakdown.get("communication_us"):
+        return None
+    busy = breakdown["busy_us"]
+    return {"total_us": breakdown["communication_us"], "exposed_us": breakdown["communication_exposed_us"],
+            "overlapped_us": breakdown["communication_overlapped_us"],
+            "share_of_busy": breakdown["communication_exposed_us"] / busy if busy else None}
+
+
+def communication_summary(device: dict | None, host: dict | None, calls: list[dict], top_n: int) -> dict | None:
+    """A capture's `communication` field: device and host parts and the collectives by time
+    (calls: {name, where: device | host, count, total_us}); None when there is none."""
+    if device is None and host is None:
+        return None
+    return {"device": device, "host": host, "top": sorted(calls, key=lambda r: -r["total_us"])[:top_n]}

@@ -1,8 +1,19 @@
-"""Deltas between two analyses (runs or captures): per stage, per rank, per op; sorted by impact.
+"""What changed between two analyses (runs or captures): per stage, per rank, per op and per kernel,
+sorted by impact |B - A|.
 
-Pure: takes two summary dicts. Impact = |B - A| in microseconds (what the change cost or saved).
+Ops and kernels come from each capture's complete per-name totals (`op_totals`, `kernel_totals`),
+not its top-N lists, so a change below one side's cut is still found, and an op that appears or
+vanishes is listed as new / gone. Each capture's totals are divided by its captured steps (a
+capture without steps counts as one unit). Like is compared with like: when both sides hold the
+same (stage, worker) captures, rank by rank; else, when they hold the same stages, stage by stage
+(the mean over the stage's captures); else everything pooled (the mean over all captures). `how`
+says which, and what each value is. Pure: takes two summary dicts.
 """
 from __future__ import annotations
+
+from typing import Iterable
+
+CAPTURE_KINDS = ("torch", "kineto", "ascend")
 
 
 def _stage_values(s: dict) -> dict[str, float]:
@@ -29,46 +40,100 @@ def _rank_values(s: dict) -> dict[str, float]:
     return out
 
 
-def _op_values(s: dict) -> tuple[dict[str, float], bool]:
-    """Self time of each op (and time of each kernel) summed over captures, per step when the
-    capture has steps; and whether any list was cut at the top-N (then an op missing from this
-    side is not zero, only unknown: below the cut)."""
-    out: dict[str, float] = {}
-    top = (s.get("options") or {}).get("top")
-    truncated = False
-    for c in s.get("captures", []):
-        if c.get("status") != "ok":
-            continue
+def _captures(s: dict) -> list[dict]:
+    return [c for c in s.get("captures", []) if c.get("status") == "ok" and c.get("kind") in CAPTURE_KINDS]
+
+
+def _worker(c: dict) -> str:
+    return f"{c.get('role') or ''}:{c.get('rank') if c.get('rank') is not None else ''}"
+
+
+def _group_of(c: dict, level: str) -> tuple:
+    stage = c.get("stage") or "all"
+    return (stage, _worker(c)) if level == "rank" else (stage, "") if level == "stage" else ("", "")
+
+
+def choose_level(a: dict, b: dict) -> str:
+    """rank, stage or all: the finest grouping both sides share."""
+    ga = {_group_of(c, "rank") for c in _captures(a)}
+    gb = {_group_of(c, "rank") for c in _captures(b)}
+    if ga and ga == gb:
+        return "rank"
+    if {g[0] for g in ga} == {g[0] for g in gb} and len({g[0] for g in ga}) > 1:
+        return "stage"
+    return "all"
+
+
+def _totals(c: dict, what: str) -> tuple[dict[str, float], bool]:
+    """{name: time} of one capture (ops: self time; kernels: total), and whether it is complete
+    (False: an older summary with top-N lists only)."""
+    if what == "ops":
+        if c.get("op_totals") is not None:
+            return {r[0]: r[3] for r in c["op_totals"]}, True
+        return {o["name"]: o["self_us"] for o in c.get("top_ops") or []}, False
+    if c.get("kernel_totals") is not None:
+        return {r[0]: r[2] for r in c["kernel_totals"]}, True
+    return {k["name"]: k["total_us"] for k in c.get("top_kernels") or []}, False
+
+
+def per_step_values(s: dict, what: str, level: str) -> tuple[dict[tuple, float], bool]:
+    """{(stage, worker, name): mean over the group's captures of time per captured step}, and
+    whether every capture had complete totals."""
+    sums: dict[tuple, float] = {}
+    members: dict[tuple, int] = {}
+    complete = True
+    for c in _captures(s):
+        group = _group_of(c, level)
+        members[group] = members.get(group, 0) + 1
+        totals, full = _totals(c, what)
+        complete = complete and full
         n = max(1, len(c.get("steps") or []))
-        ops, kernels = c.get("top_ops") or [], c.get("top_kernels") or []
-        if not isinstance(top, int) or len(ops) >= top or len(kernels) >= top:
-            truncated = truncated or bool(ops or kernels)
-        for o in ops:
-            out[o["name"]] = out.get(o["name"], 0.0) + o["self_us"] / n
-        for k in kernels:
-            key = f"kernel: {k['name']}"
-            out[key] = out.get(key, 0.0) + k["total_us"] / n
-    return out, truncated
+        for name, v in totals.items():
+            key = group + (name,)
+            sums[key] = sums.get(key, 0.0) + v / n
+    return {k: v / members[k[:2]] for k, v in sums.items()}, complete
 
 
-def _deltas(a: dict[str, float], b: dict[str, float], a_cut: bool = False, b_cut: bool = False) -> list[dict]:
-    """Rows sorted by impact |B - A|. A key missing from a side whose list was cut at the top-N
-    has an unknown value there: delta_us None, sorted after the known ones."""
+def _deltas(a: dict, b: dict, a_complete: bool = True, b_complete: bool = True) -> list[dict]:
+    """Rows sorted by impact |B - A|. A key missing from a complete side is 0 there (the op is new
+    or gone); missing from an incomplete side (top-N only) it is unknown: delta None, listed last."""
     rows = []
-    for k in sorted(set(a) | set(b)):
+    for k in set(a) | set(b):
         va, vb = a.get(k), b.get(k)
-        if (va is None and a_cut) or (vb is None and b_cut):
-            d = None
+        if (va is None and not a_complete) or (vb is None and not b_complete):
+            d, status = None, "unknown"
         else:
             d = (vb or 0.0) - (va or 0.0)
-        rows.append({"key": k, "a_us": va, "b_us": vb, "delta_us": d,
-                     "ratio": (vb / va) if va and vb is not None else None})
+            status = "new" if va is None else "gone" if vb is None else "changed" if d else "same"
+        row = {"key": k if isinstance(k, str) else " / ".join(x for x in k if x), "a_us": va, "b_us": vb,
+               "delta_us": d, "ratio": (vb / va) if va and vb is not None else None, "status": status}
+        if isinstance(k, tuple):
+            row.update(stage=k[0] or None, worker=k[1] or None, name=k[2])
+        rows.append(row)
     return sorted(rows, key=lambda r: (r["delta_us"] is None, -abs(r["delta_us"] or 0.0), r["key"]))
 
 
+def _how(level: str, a: dict, b: dict) -> dict:
+    na, nb = len(_captures(a)), len(_captures(b))
+    what = {"rank": "per (stage, worker): the mean over that worker's captures of the stage",
+            "stage": "per stage: the mean over the stage's captures (all ranks)",
+            "all": "the mean over all captures (stages and ranks pooled: the two sides' stages differ)"}[level]
+    return {"level": level, "captures": [na, nb],
+            "values": f"microseconds per captured step (a capture without steps: per capture), {what}; "
+                      "ops: self time, kernels: device time"}
+
+
 def compare(a: dict, b: dict) -> dict:
-    (oa, ca), (ob, cb) = _op_values(a), _op_values(b)
-    return {"a": a.get("root"), "b": b.get("root"),
-            "stages": _deltas(_stage_values(a), _stage_values(b)),
-            "ranks": _deltas(_rank_values(a), _rank_values(b)),
-            "ops": _deltas(oa, ob, ca, cb)}
+    level = choose_level(a, b)
+    out = {"a": a.get("root"), "b": b.get("root"), "how": _how(level, a, b),
+           "stages": _deltas(_stage_values(a), _stage_values(b)),
+           "ranks": _deltas(_rank_values(a), _rank_values(b))}
+    for what in ("ops", "kernels"):
+        (va, ca), (vb, cb) = per_step_values(a, what, level), per_step_values(b, what, level)
+        out[what] = _deltas(va, vb, ca, cb)
+    return out
+
+
+def changed(rows: Iterable[dict]) -> list[dict]:
+    """The rows that changed (new, gone, or a non-zero delta)."""
+    return [r for r in rows if r["status"] != "same"]

@@ -4,6 +4,10 @@ There are no explicit dependencies in the trace, so this is a heuristic, stated:
 the iteration end, take the span that ends last before the current point, jump to its start, and
 repeat. The chain is the sequence of spans that bounds the iteration; the gaps between them are
 time when no stage on the path was running (driver work, scheduling, waiting).
+
+A span on the path that encloses other workers' spans (a driver phase around the workers' calls,
+as RLinf's runner records them) names, as `inner`, the enclosed span that ends last: the worker
+that held the phase up.
 """
 from __future__ import annotations
 
@@ -26,8 +30,19 @@ def critical_path(spans: list[dict], lo: float, hi: float) -> list[dict]:
             break
         end, start, i = best
         s = spans[i]
-        chain.append({"stage": s["stage"], "worker": s["worker"], "start_us": start, "dur_us": end - start,
-                      "wait_before_end_us": cur - end})
+        link = {"stage": s["stage"], "worker": s["worker"], "start_us": start, "dur_us": end - start,
+                "wait_before_end_us": cur - end}
+        inner = _latest_enclosed(spans, s)
+        if inner is not None:
+            link["inner"] = {"stage": inner["stage"], "worker": inner["worker"], "dur_us": inner["dur"]}
+        chain.append(link)
         cur = start
     chain.reverse()
     return chain
+
+
+def _latest_enclosed(spans: list[dict], outer: dict) -> dict | None:
+    """The span of another worker inside `outer` that ends last, or None."""
+    lo, hi = outer["ts"], outer["ts"] + outer["dur"]
+    inside = [s for s in spans if s["worker"] != outer["worker"] and s["ts"] >= lo and s["ts"] + s["dur"] <= hi]
+    return max(inside, key=lambda s: (s["ts"] + s["dur"], -s["ts"])) if inside else None

@@ -1,60 +1,132 @@
-"""Across captures: the stage x rank table and slow ranks (ratio to the group median)."""
+"""Across captures: the stage x rank table and slow ranks.
+
+Every row of the table is built from samples: a capture row from the per-step times of that rank's
+captures of the stage (device busy per step when there is a device, else the step's wall time; a
+capture without steps is one sample for the whole capture, under a `..._per_capture` metric), a
+timeline row from the durations of that worker's spans of the stage, a cluster row from
+msprof-analyze's own aggregate. `value_us` is the median of the samples, `spread_us` their robust
+spread (1.4826 x the median absolute deviation), `n` how many there are.
+
+The slow-rank rule (stated, and tested): within a group (same source, stage, role, metric) of at
+least two rows, a row is flagged when
+  - its ratio to the group's median value is above `threshold`, and
+  - it has at least MIN_SAMPLES samples (a single slow call is noise, not a slow rank), and
+  - it is above the group median by more than NOISE_FACTOR x the noise, the larger of its own
+    spread and the group's median spread;
+cluster rows are aggregates over the profiled steps already: the ratio alone decides. Capture rows
+of a stage that the timeline also covers are never flagged: the timeline's medians, over every
+iteration, win over a profiled call or two.
+"""
 from __future__ import annotations
 
 import statistics
 
+MIN_SAMPLES = 3
+NOISE_FACTOR = 2.0
+_MAD_TO_SIGMA = 1.4826
 
-def _per_step(c: dict) -> tuple[float | None, str]:
-    """The time a capture's rank spent per step: device busy if there was a device, else wall."""
-    n = max(1, len(c.get("steps") or []))
+
+def spread(samples: list[float]) -> float:
+    """1.4826 x the median absolute deviation (0 for fewer than two samples)."""
+    if len(samples) < 2:
+        return 0.0
+    med = statistics.median(samples)
+    return _MAD_TO_SIGMA * statistics.median(abs(x - med) for x in samples)
+
+
+def capture_samples(c: dict) -> tuple[list[float], str]:
+    """(samples, metric) of one capture: per step when it has steps, else one for the capture."""
+    steps = c.get("steps") or []
     dev = c.get("device")
     if dev and dev.get("busy_us"):
-        return dev["busy_us"] / n, "device_busy_us_per_step"
+        per_step = [s.get("device_busy_us") for s in steps]
+        if steps and all(isinstance(v, (int, float)) for v in per_step):
+            return [float(v) for v in per_step], "device_busy_us_per_step"
+        if steps:
+            return [dev["busy_us"] / len(steps)] * len(steps), "device_busy_us_per_step"
+        return [float(dev["busy_us"])], "device_busy_us_per_capture"
+    walls = [s.get("dur_us") for s in steps]
+    if steps and all(isinstance(v, (int, float)) for v in walls):
+        return [float(v) for v in walls], "wall_us_per_step"
     if c.get("wall_us"):
-        return c["wall_us"] / n, "wall_us_per_step"
-    return None, ""
+        return [float(c["wall_us"])], "wall_us_per_capture"
+    return [], ""
+
+
+def _row(source: str, stage, rank, role, metric: str, samples: list[float], path: str, n_captures: int | None = None,
+         value: float | None = None) -> dict:
+    row = {"source": source, "stage": stage, "rank": rank, "role": role, "metric": metric,
+           "value_us": statistics.median(samples) if value is None else value, "n": len(samples),
+           "spread_us": spread(samples), "path": path}
+    if n_captures is not None:
+        row["n_captures"] = n_captures
+    return row
 
 
 def stage_rank_rows(captures: list[dict]) -> list[dict]:
-    """One row per (source, stage, role, rank): from captures (the mean over that rank's captures
-    of the stage, e.g. one per call or step window), the timeline and cluster step traces."""
+    """One row per (source, stage, role, rank, metric): from captures, the timeline and cluster step traces."""
     rows = []
     per_rank: dict[tuple, list] = {}
     for c in captures:
         if c.get("status") != "ok":
             continue
         if c["kind"] in ("torch", "kineto", "ascend"):
-            v, metric = _per_step(c)
-            if v is not None and c.get("rank") is not None:
-                per_rank.setdefault((c.get("stage") or "all", c.get("role"), c["rank"], metric), []).append((v, c["path"]))
-        elif c["kind"] == "timeline":
+            samples, metric = capture_samples(c)
+            if samples and c.get("rank") is not None:
+                per_rank.setdefault((c.get("stage") or "all", c.get("role"), c["rank"], metric), []).append((samples, c["path"]))
+        elif c.get("timeline"):
             for r in c["timeline"]["stage_worker"]:
                 rows.append({"source": "timeline", "stage": r["stage"], "rank": r["worker"], "role": r["role"],
-                             "metric": "median_span_us", "value_us": r["median_us"], "n": r["count"], "path": c["path"]})
+                             "metric": "median_span_us", "value_us": r["median_us"], "n": r["count"],
+                             "spread_us": r.get("spread_us", 0.0), "path": c["path"]})
         elif c["kind"] == "cluster":
             for r in c["ranks"]:
                 rows.append({"source": "cluster", "stage": "step", "rank": r["rank"], "role": None,
-                             "metric": "computing_us", "value_us": r.get("computing_us", 0.0), "n": 1, "path": c["path"]})
-    for (stage, role, rank, metric), vals in per_rank.items():
-        rows.insert(0, {"source": "capture", "stage": stage, "rank": rank, "role": role, "metric": metric,
-                        "value_us": sum(v for v, _ in vals) / len(vals), "n": len(vals),
-                        "path": vals[0][1] if len(vals) == 1 else f"{len(vals)} captures"})
+                             "metric": "computing_us", "value_us": r.get("computing_us", 0.0), "n": None,
+                             "spread_us": None, "path": c["path"]})
+    for (stage, role, rank, metric), caps in per_rank.items():
+        samples = [x for s, _ in caps for x in s]
+        path = caps[0][1] if len(caps) == 1 else f"{len(caps)} captures"
+        rows.insert(0, _row("capture", stage, rank, role, metric, samples, path, n_captures=len(caps)))
     return rows
 
 
+def _verdict(r: dict, med: float, group_spread: float, ratio: float, threshold: float, timeline_stages: set) -> tuple[bool, str]:
+    if ratio <= threshold:
+        return False, f"ratio {ratio:.2f} <= {threshold:g}"
+    if r["source"] == "cluster":
+        return True, f"ratio {ratio:.2f} > {threshold:g} (cluster aggregate)"
+    if r["source"] == "capture" and (r.get("run_id"), r["stage"]) in timeline_stages:
+        return False, "the timeline covers this stage: its medians decide"
+    if (r.get("n") or 0) < MIN_SAMPLES:
+        return False, f"only {r.get('n') or 0} sample(s): need {MIN_SAMPLES}"
+    noise = max(r.get("spread_us") or 0.0, group_spread)
+    if r["value_us"] - med <= NOISE_FACTOR * noise:
+        return False, f"within noise ({r['value_us'] - med:.0f} us over the median, noise {noise:.0f} us)"
+    return True, f"ratio {ratio:.2f} > {threshold:g} over {r['n']} samples, above noise ({noise:.0f} us)"
+
+
 def slow_ranks(rows: list[dict], threshold: float = 1.2) -> list[dict]:
-    """Ratio of each rank's value to the median of its group (same source, stage, metric);
-    flagged when above `threshold`. Sorted: flagged first, then by ratio."""
+    """Ratio of each rank's value to the median of its group, and whether it is flagged by the rule
+    in the module doc (`reason` says why or why not). Rows of different runs (`run_id`) are never
+    compared. Sorted: flagged first, then by ratio."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
-        groups.setdefault((r["source"], r["stage"], r["role"], r["metric"]), []).append(r)
+        groups.setdefault((r.get("run_id"), r["source"], r["stage"], r["role"], r["metric"]), []).append(r)
+    timeline_stages = {(r.get("run_id"), r["stage"]) for r in rows if r["source"] == "timeline"}
     out = []
-    for (source, stage, _role, metric), rs in groups.items():
+    for (run_id, source, stage, _role, metric), rs in groups.items():
         if len(rs) < 2:
             continue
         med = statistics.median(r["value_us"] for r in rs)
+        group_spread = statistics.median((r.get("spread_us") or 0.0) for r in rs)
         for r in rs:
             ratio = r["value_us"] / med if med > 0 else 0.0
-            out.append({"source": source, "stage": stage, "metric": metric, "rank": r["rank"], "role": r["role"],
-                        "value_us": r["value_us"], "median_us": med, "ratio": ratio, "flagged": ratio > threshold})
+            flagged, reason = _verdict(r, med, group_spread, ratio, threshold, timeline_stages)
+            row = {"source": source, "stage": stage, "metric": metric, "rank": r["rank"], "role": r["role"],
+                   "value_us": r["value_us"], "median_us": med, "ratio": ratio, "n": r.get("n"),
+                   "flagged": flagged, "reason": reason}
+            if run_id is not None:
+                row["run_id"] = run_id
+            out.append(row)
     return sorted(out, key=lambda r: (not r["flagged"], -r["ratio"], str(r["rank"])))

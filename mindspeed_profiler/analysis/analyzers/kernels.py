@@ -8,8 +8,8 @@ from ._rows import group_sum, top
 from .classify import ClassifiedTrace
 
 
-def trace_kernels(ct: ClassifiedTrace, top_n: int) -> list[dict]:
-    """name, count, total_us and class (compute / communication / memcpy) per device activity name."""
+def kernel_rows(ct: ClassifiedTrace) -> list[dict]:
+    """name, count, total_us and class (compute / communication / memcpy) of every device activity name."""
     ev, m = ct.ev, ct.m
     nn = len(ev.names)
     dmask = m["device"]
@@ -19,8 +19,12 @@ def trace_kernels(ct: ClassifiedTrace, top_n: int) -> list[dict]:
     kcls = np.full(nn, "compute", dtype=object)
     kcls[ev.name[m["comm"]]] = "communication"
     kcls[ev.name[m["memcpy"]]] = "memcpy"
-    return top([{"name": str(ev.names[i]), "count": int(kcnt[i]), "total_us": float(ktot[i]),
-                 "class": kcls[i]} for i in np.flatnonzero(kcnt)], "total_us", top_n)
+    return [{"name": str(ev.names[i]), "count": int(kcnt[i]), "total_us": float(ktot[i]), "class": kcls[i]}
+            for i in np.flatnonzero(kcnt)]
+
+
+def top_kernels(rows: list[dict], top_n: int) -> list[dict]:
+    return top(rows, "total_us", top_n)
 
 
 def kernel_class(is_comm: bool, is_memcpy: bool) -> str:
@@ -28,14 +32,14 @@ def kernel_class(is_comm: bool, is_memcpy: bool) -> str:
 
 
 def detail_kernels(names: list[str], types: list[str], cores: list[str], dur: np.ndarray,
-                   classes: list[str], top_n: int) -> list[dict]:
-    """kernel_details.csv rows aggregated by name (type, core and class of the first row)."""
+                   classes: list[str]) -> list[dict]:
+    """kernel_details.csv rows aggregated by name (type, core and class of the first row), largest first."""
     agg: dict[str, dict] = {}
     for n, t, c, d, k in zip(names, types, cores, dur, classes):
         a = agg.setdefault(n, {"name": n, "type": t, "core": c, "count": 0, "total_us": 0.0, "class": k})
         a["count"] += 1
         a["total_us"] += float(d)
-    return sorted(agg.values(), key=lambda a: -a["total_us"])[:top_n]
+    return sorted(agg.values(), key=lambda a: -a["total_us"])
 
 
 def kernel_types(types: list[str], dur: np.ndarray, top_n: int) -> list[dict]:
@@ -46,12 +50,18 @@ def kernel_types(types: list[str], dur: np.ndarray, top_n: int) -> list[dict]:
     return sorted(({"type": k, "total_us": v} for k, v in by_type.items()), key=lambda a: -a["total_us"])[:top_n]
 
 
-def db_kernels(tasks: np.ndarray, names: dict[int, str], top_n: int) -> list[dict]:
-    """Named compute tasks of the db export ((startNs, endNs, globalTaskId) rows) by name."""
+def db_kernels(tasks: np.ndarray, names: dict[int, str]) -> list[dict]:
+    """Named compute tasks of the db export ((startNs, endNs, globalTaskId) rows) by name, largest first."""
     agg: dict[str, dict] = {}
     for (s, e, g) in tasks:
         n = names[int(g)]
         a = agg.setdefault(n, {"name": n, "count": 0, "total_us": 0.0, "class": "compute"})
         a["count"] += 1
         a["total_us"] += (e - s) / 1e3
-    return sorted(agg.values(), key=lambda a: -a["total_us"])[:top_n]
+    return sorted(agg.values(), key=lambda a: -a["total_us"])
+
+
+def kernel_totals(rows: list[dict]) -> list[list]:
+    """Every kernel name's totals, compact: [name, count, total_us, class] (compare needs them all:
+    a change below one side's top-N cut is still a change)."""
+    return [[r["name"], r["count"], r["total_us"], r.get("class")] for r in rows]

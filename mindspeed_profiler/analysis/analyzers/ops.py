@@ -51,3 +51,8 @@ def top_ops(rows: list[dict], top_n: int) -> dict[str, list[dict]]:
     """top_ops (by self time) and top_ops_by_device (ops that launched device work, by its time)."""
     return {"top_ops": top(rows, "self_us", top_n),
             "top_ops_by_device": top([r for r in rows if r["device_us"] > 0], "device_us", top_n)}
+
+
+def op_totals(rows: list[dict]) -> list[list]:
+    """Every op name's totals, compact: [name, count, total_us, self_us, device_us]."""
+    return [[r["name"], r["count"], r["total_us"], r["self_us"], r["device_us"]] for r in rows]

@@ -3,7 +3,8 @@ worker, the critical path of each iteration, and the stage x worker table.
 
 Input: a Chrome trace object (docs/formats.md): `cat: "stage"` spans name the stage and carry
 args.role / rank / iteration; `cat: "iteration"` spans bound iterations. Without iteration spans,
-an iteration is the extent of the stage spans that carry its number.
+an iteration is the extent of the stage spans that carry its number. `cat: "profiler"` spans (the
+capture export) are counted per iteration (profiler_us), never as a stage.
 """
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from bisect import bisect_left
 import numpy as np
 
 from .. import intervals
-from ..parsing.timeline_trace import rl_spans
+from ..parsing.timeline_trace import timeline_spans
 from .critical_path import critical_path
+from .crossrank import spread
 
 MAX_GANTT_SPANS = 4000
 
@@ -34,8 +36,33 @@ def _iteration_windows(stages: list[dict], iters: list[dict]) -> list[dict]:
     return [{"iteration": k, "start": v[0], "end": v[1]} for k, v in sorted(win.items())]
 
 
+def _profiler_time(prof: list[dict], lo: float, hi: float, st: np.ndarray, en: np.ndarray) -> tuple[float, float]:
+    """(time covered by profiler spans inside [lo, hi], the part of it when no stage span runs)."""
+    ps = np.array([p["ts"] for p in prof if p["ts"] < hi and p["ts"] + p["dur"] > lo])
+    if not len(ps):
+        return 0.0, 0.0
+    pe = np.array([p["ts"] + p["dur"] for p in prof if p["ts"] < hi and p["ts"] + p["dur"] > lo])
+    ps, pe = np.maximum(ps, lo), np.minimum(pe, hi)
+    covered = intervals.union_length(ps, pe)
+    # profiler time under no stage = union(profiler, stages) - union(stages)
+    alone = intervals.union_length(np.concatenate([ps, st]), np.concatenate([pe, en])) - intervals.union_length(st, en)
+    return covered, max(0.0, alone)
+
+
+def stage_spans(trace: dict) -> list[dict]:
+    """Every stage span of a timeline (not only the Gantt's first MAX_GANTT_SPANS), start_us relative
+    to the same t0_us as analyse_timeline's: {iteration, stage, worker, role, rank, start_us, dur_us}."""
+    stages, iters, _ = timeline_spans(trace)
+    if not stages:
+        return []
+    t0 = min([s["ts"] for s in stages] + [s["ts"] for s in iters])
+    return [{"iteration": s["iteration"], "stage": s["stage"], "worker": s["worker"], "role": s["role"],
+             "rank": s["rank"], "start_us": s["ts"] - t0, "dur_us": s["dur"]}
+            for s in sorted(stages, key=lambda s: s["ts"])]
+
+
 def analyse_timeline(trace: dict) -> dict:
-    stages, iters = rl_spans(trace)
+    stages, iters, prof = timeline_spans(trace)
     for i, s in enumerate(stages):   # original order, so that ties resolve as before
         s["_i"] = i
     if not stages and not iters:
@@ -81,9 +108,11 @@ def analyse_timeline(trace: dict) -> dict:
         for wk in all_workers:   # a worker with no stage span in the iteration is idle all of it
             m = np.array([s["worker"] == wk for s in inside], dtype=bool)
             idle[wk] = (hi - lo) - intervals.union_length(st[m], en[m])
+        prof_us, prof_alone_us = _profiler_time(prof, lo, hi, st, en)
         per_iter.append({"iteration": w["iteration"], "start_us": lo - t0, "dur_us": hi - lo,
                          "stages": by_stage, "stage_covered_us": covered, "overlap_us": overlap,
-                         "no_stage_us": (hi - lo) - covered, "idle_per_worker_us": idle,
+                         "no_stage_us": (hi - lo) - covered, "profiler_us": prof_us,
+                         "profiler_no_stage_us": prof_alone_us, "idle_per_worker_us": idle,
                          "critical_path": critical_path(inside, lo, hi)})
     # stage x worker table over the whole timeline
     table: dict[tuple, dict] = {}
@@ -96,7 +125,9 @@ def analyse_timeline(trace: dict) -> dict:
     for r in table.values():
         r["mean_us"] = r["total_us"] / r["count"]
         # the median resists the one-off slow calls (first iteration's warm-up, a profiled call)
-        r["median_us"] = float(np.median(r.pop("_durs")))
+        durs = r.pop("_durs")
+        r["median_us"] = float(np.median(durs))
+        r["spread_us"] = spread(durs)   # the noise slow-rank flags must exceed
     gantt = sorted(stages, key=lambda s: s["ts"])[:MAX_GANTT_SPANS]
     return {
         "n_stage_spans": len(stages), "n_iterations": len(windows), "t0_us": t0,

@@ -2,32 +2,66 @@
 trace_view.json), as the per-capture fields of summary.json."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..parsing.events import Events
 from .annotations import top_annotations
 from .breakdown import trace_breakdown
-from .classify import classified
-from .kernels import trace_kernels
-from .ops import op_rows, top_ops
+from .classify import ClassifiedTrace, classified
+from .communication import communication_summary, device_communication, host_communication
+from .kernels import kernel_rows, kernel_totals, top_kernels
+from .ops import op_rows, op_totals, top_ops
 from .steps import trace_steps
 
 
 def summarise(ev: Events, top_n: int = 20) -> dict:
     """n_events..., start_us, wall_us (first event start to last event end, profiler bookkeeping
-    excluded), steps, device, top_ops, top_ops_by_device, top_kernels, annotations."""
+    excluded), steps, device, communication, top_ops, top_ops_by_device, top_kernels, annotations,
+    op_totals / kernel_totals (every name, for compare) and warnings."""
     ct = classified(ev)
     keep = ~ct.m["skip"]
     out: dict = {"n_events": int(ev.n_raw), "n_complete_events": int(len(ev)),
-                 "n_bad_events": int(ev.n_bad), "t0_us": ev.t0_us}
+                 "n_bad_events": int(ev.n_bad), "t0_us": ev.t0_us, "warnings": _warnings(ct)}
     if not keep.any():
-        out.update(wall_us=0.0, start_us=None, steps=[], device=None, top_ops=[], top_kernels=[],
-                   annotations=[])
+        out.update(wall_us=0.0, start_us=None, steps=[], device=None, communication=None, top_ops=[],
+                   top_kernels=[], annotations=[], op_totals=[], kernel_totals=[])
         return out
     start = float(ct.ts[keep].min())
     out["start_us"] = ev.t0_us + start
     out["wall_us"] = float(ct.end[keep].max()) - start
     out["steps"] = trace_steps(ct)
     out["device"] = trace_breakdown(ct)
-    out.update(top_ops(op_rows(ct), top_n))
-    out["top_kernels"] = trace_kernels(ct, top_n)
+    ops, kernels = op_rows(ct), kernel_rows(ct)
     out["annotations"] = top_annotations(ct, top_n)
+    out["communication"] = communication(ct, out["device"], out["wall_us"], ops + out["annotations"], kernels, top_n)
+    out.update(top_ops(ops, top_n))
+    out["top_kernels"] = top_kernels(kernels, top_n)
+    out["op_totals"] = op_totals(ops)
+    out["kernel_totals"] = kernel_totals(kernels)
+    return out
+
+
+def communication(ct: ClassifiedTrace, device: dict | None, wall_us: float, host_rows: list[dict], kernels: list[dict],
+                  top_n: int) -> dict | None:
+    """Communication on the device (collective kernels: total, exposed, overlapped, share of busy)
+    and on the host (collective calls such as gloo:all_reduce: the time they cover, share of the
+    wall time), and the collectives by time (host_rows: ops and ranges, {name, count, total_us})."""
+    hc = ct.m["host_comm"]
+    host_names = {str(ct.ev.names[i]) for i in np.unique(ct.ev.name[hc])}
+    calls = [{"name": r["name"], "where": "device", "count": r["count"], "total_us": r["total_us"]}
+             for r in kernels if r["class"] == "communication"]
+    calls += [{"name": r["name"], "where": "host", "count": r["count"], "total_us": r["total_us"]}
+              for r in host_rows if r["name"] in host_names]
+    return communication_summary(device_communication(device), host_communication(ct.ts[hc], ct.end[hc], wall_us),
+                                 calls, top_n)
+
+
+def _warnings(ct: ClassifiedTrace) -> list[str]:
+    out = []
+    n = int(ct.m["profiler_range"].sum())
+    if n:
+        out.append(f"{n} kernel(s) recorded by the CUDA range profiler (cat cuda_profiler_range): their durations "
+                   "are placeholders, so this capture reports no device time")
+    if ct.ev.n_bad:
+        out.append(f"{ct.ev.n_bad} event(s) without a usable time or duration (or unpaired B/E) were left out")
     return out

@@ -23,7 +23,9 @@ BUILTIN_MODULES = (
     "mindspeed_profiler.analysis.inputs.ascend",
     "mindspeed_profiler.analysis.inputs.kineto",
     "mindspeed_profiler.analysis.inputs.timeline",
+    "mindspeed_profiler.analysis.inputs.rlinf",
     "mindspeed_profiler.analysis.inputs.cluster",
+    "mindspeed_profiler.analysis.inputs.system",
     "mindspeed_profiler.analysis.inputs.unreadable",
 )
 

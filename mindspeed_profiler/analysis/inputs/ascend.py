@@ -4,6 +4,7 @@ yet, parsed here with torch_npu's offline parser where torch_npu + CANN work (pr
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 from pathlib import Path
 from typing import Callable
@@ -14,11 +15,13 @@ from mindspeed_profiler import formats
 
 from ..analyzers.breakdown import device_breakdown
 from ..analyzers.classify import MEMCPY_RE
-from ..analyzers.communication import is_comm_kind
-from ..analyzers.kernels import db_kernels, detail_kernels, kernel_class, kernel_types
-from ..analyzers.steps import steps_from_step_trace
+from ..analyzers.communication import communication_summary, device_communication, is_comm_kind
+from ..analyzers.memory import memory_summary
+from ..analyzers.kernels import db_kernels, detail_kernels, kernel_class, kernel_totals, kernel_types
+from ..analyzers.steps import steps_from_kernels, steps_from_step_trace
 from ..discover import Capture, read_identity, rel
 from ..parsing import ascend_raw
+from ..parsing.memory_snapshot import read_memory_snapshot
 from ..parsing.ascend_files import read_kernel_details, read_profiler_db, read_step_trace_time
 from . import InputKind, register_input
 from .kineto import analyse_trace_file
@@ -38,7 +41,7 @@ def _claim_capture_dir(root: Path, d: Path) -> Capture | None:
     read_identity(cap, root, d)
     files = _output_files(d / formats.ASCEND_OUTPUT_DIR)
     if files:
-        cap.files = [rel(root, p) for p in files]
+        cap.files = [rel(root, p) for p in files] + [rel(root, p) for p in sorted(d.glob("*" + formats.MEMORY_SNAPSHOT_SUFFIX))]
     else:
         cap.kind = "ascend_raw"
     return cap
@@ -58,18 +61,24 @@ def _claim_loose_output(root: Path, d: Path, names: list[str], claimed: set[str]
 
 
 def kernel_details_summary(path: Path, top_n: int) -> dict:
-    """Top kernels, kernel types and the device breakdown from kernel_details.csv."""
+    """Top kernels, kernel types, the device breakdown and the steps (by Step Id) of kernel_details.csv."""
     kd = read_kernel_details(path)
-    kind = [f"{t} {c}" for t, c in zip(kd.types, kd.cores)]
-    comm = np.array([is_comm_kind(k) for k in kind])
-    mem = np.array([bool(MEMCPY_RE.search(k + " " + n)) for k, n in zip(kind, kd.names)]) & ~comm
+    comm = np.array([is_comm_kind(t, c) for t, c in zip(kd.types, kd.cores)])
+    # copies: SDMA tasks, MEMCPY / MEMSET task types or names (never a vector op that only looks alike)
+    mem = np.array([bool(MEMCPY_RE.search(f"{t} {c}")) or n.upper().startswith(("MEMCPY", "MEMSET"))
+                    for t, c, n in zip(kd.types, kd.cores, kd.names)]) & ~comm
     dev = device_breakdown(kd.ts, kd.ts + kd.dur, ~comm & ~mem, comm, mem)
     classes = [kernel_class(c, m) for c, m in zip(comm, mem)]
+    rows = detail_kernels(kd.names, kd.types, kd.cores, kd.dur, classes)
+    warnings = []
+    if kd.n_bad:
+        warnings.append(f"{path.name}: {kd.n_bad} row(s) without a usable start time or duration were left out")
     return {
-        "device": dev, "start_us": kd.base + float(kd.ts.min()),
-        "top_kernels": detail_kernels(kd.names, kd.types, kd.cores, kd.dur, classes, top_n),
+        "device": dev, "start_us": kd.base + float(kd.ts.min()), "end_us": kd.base + float((kd.ts + kd.dur).max()),
+        "top_kernels": rows[:top_n], "kernel_totals": kernel_totals(rows),
         "kernel_types": kernel_types(kd.types, kd.dur, top_n),
         "n_kernels": len(kd.names), "n_bad_kernels": kd.n_bad, "kernel_steps": sorted(set(kd.step_ids) - {""}),
+        "steps": steps_from_kernels(kd.step_ids, kd.ts, kd.dur, kd.base), "warnings": warnings,
     }
 
 
@@ -85,26 +94,47 @@ def db_summary(path: Path, top_n: int) -> dict:
     ts, end = (ts - t0) / 1e3, (end - t0) / 1e3
     is_comm = np.r_[np.zeros(named.sum(), bool), np.ones(len(comm), bool)]
     dev = device_breakdown(ts, end, ~is_comm, is_comm, np.zeros(len(ts), bool))
+    rows = db_kernels(task[named], db.task_names)
     return {"device": dev, "start_us": t0 / 1e3, "wall_us": dev["window_us"] if dev else 0.0,
-            "top_kernels": db_kernels(task[named], db.task_names, top_n)}
+            "top_kernels": rows[:top_n], "kernel_totals": kernel_totals(rows)}
+
+
+def _same_run_warnings(out: dict, kd: dict) -> list[str]:
+    """trace_view.json and kernel_details.csv of one capture must describe one recording: report
+    (never merge silently) files whose time ranges do not overlap or whose steps differ."""
+    warnings = []
+    tv_lo, tv_hi = out.get("start_us"), (out.get("start_us") or 0) + (out.get("wall_us") or 0)
+    if tv_lo is not None and (kd["end_us"] < tv_lo or kd["start_us"] > tv_hi):
+        warnings.append(f"{formats.ASCEND_TRACE_VIEW} ({tv_lo:.0f}-{tv_hi:.0f} us) and {formats.ASCEND_KERNEL_DETAILS} "
+                        f"({kd['start_us']:.0f}-{kd['end_us']:.0f} us) cover time ranges that do not overlap: they come "
+                        "from different recordings (files of another run copied in?); the figures mix both")
+    tv_steps = {str(s["step"]) for s in out.get("steps") or []}
+    kd_steps = set(kd["kernel_steps"])
+    if tv_steps and kd_steps and not tv_steps & kd_steps:
+        warnings.append(f"{formats.ASCEND_TRACE_VIEW} has steps {sorted(tv_steps)} and {formats.ASCEND_KERNEL_DETAILS} "
+                        f"steps {sorted(kd_steps)}: no step in common, different recordings")
+    return warnings
 
 
 def analyse(root: Path, cap: Capture, top_n: int, want_events: bool) -> tuple[dict, dict | None]:
     files = {Path(f).name: root / f for f in cap.files}
     out: dict = {}
     events = None
+    warnings: list[str] = []
     if formats.ASCEND_TRACE_VIEW in files:
         out, events = analyse_trace_file(files[formats.ASCEND_TRACE_VIEW], top_n, want_events)
+        warnings += out.pop("warnings", [])
     if formats.ASCEND_KERNEL_DETAILS in files:
         kd = kernel_details_summary(files[formats.ASCEND_KERNEL_DETAILS], top_n)
-        out["top_kernels"] = kd["top_kernels"]   # richer than trace_view's (type, core)
-        out["kernel_types"] = kd["kernel_types"]
-        out["n_kernels"] = kd["n_kernels"]
-        out["n_bad_kernels"] = kd["n_bad_kernels"]
+        warnings += kd["warnings"] + (_same_run_warnings(out, kd) if out else [])
+        for key in ("top_kernels", "kernel_totals", "kernel_types", "n_kernels", "n_bad_kernels"):
+            out[key] = kd[key]   # richer than trace_view's (type, core)
         if not out.get("device"):
             out["device"] = kd["device"]
             out.setdefault("start_us", kd["start_us"])
             out.setdefault("wall_us", kd["device"]["window_us"] if kd["device"] else 0.0)
+        if not out.get("steps"):
+            out["steps"] = kd["steps"]
     if formats.ASCEND_STEP_TRACE in files:
         out["step_trace"] = read_step_trace_time(files[formats.ASCEND_STEP_TRACE])
         if not out.get("steps"):
@@ -114,6 +144,18 @@ def analyse(root: Path, cap: Capture, top_n: int, want_events: bool) -> tuple[di
         out = db_summary(dbs[0], top_n)
     if not out:
         raise ValueError("no readable Ascend output files")
+    snapshots = [p for n, p in files.items() if n.endswith(formats.MEMORY_SNAPSHOT_SUFFIX)]
+    if snapshots:
+        try:
+            out["memory"] = {"snapshot": rel(root, snapshots[0]),
+                             "devices": memory_summary(read_memory_snapshot(snapshots[0]), top_n)}
+        except (OSError, ValueError, EOFError, pickle.UnpicklingError) as exc:
+            warnings.append(f"{snapshots[0].name}: memory snapshot unreadable ({type(exc).__name__}: {exc})")
+    if out.get("communication") is None:
+        calls = [{"name": r["name"], "where": "device", "count": r["count"], "total_us": r["total_us"]}
+                 for r in out.get("top_kernels") or [] if r.get("class") == "communication"]
+        out["communication"] = communication_summary(device_communication(out.get("device")), None, calls, top_n)
+    out["warnings"] = warnings
     return out, events
 
 

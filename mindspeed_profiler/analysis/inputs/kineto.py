@@ -2,13 +2,20 @@
 *.json[.gz] trace anywhere (torch.profiler's tensorboard_trace_handler output, HTA's data...)."""
 from __future__ import annotations
 
+import gzip
+import hashlib
+import os
+import pickle
 from pathlib import Path
 
 from mindspeed_profiler import formats
 
+from ..analyzers.memory import memory_summary
 from ..analyzers.trace_summary import summarise
 from ..discover import Capture, not_a_regular_file, read_identity, rel
+from ..parsing import jsonscan
 from ..parsing.kineto_trace import event_columns, read_kineto_trace
+from ..parsing.memory_snapshot import read_memory_snapshot
 from . import InputKind, register_input
 
 
@@ -32,10 +39,22 @@ def _claim_capture_dir(root: Path, d: Path) -> Capture | None:
     read_identity(cap, root, d)
     listed = cap.meta.get("trace_files") if cap.meta else None
     if isinstance(listed, list) and listed and all(isinstance(f, str) and f for f in listed):
-        cap.files = [rel(root, d / f) for f in listed]
+        inside = [f for f in listed if _inside(d, d / f)]   # metadata is data: never a path out of the capture
+        if len(inside) < len(listed):
+            cap.warnings.append(f"trace_files lists {len(listed) - len(inside)} path(s) outside the capture directory: ignored")
+        cap.files = [rel(root, d / f) for f in inside]
     else:
-        cap.files = [rel(root, p) for p in sorted(d.rglob("*")) if p.is_file() and is_trace_json(p.name)]
+        cap.files = [rel(root, p) for p in sorted(d.rglob("*")) if p.is_file()
+                     and (is_trace_json(p.name) or p.name.endswith(formats.MEMORY_SNAPSHOT_SUFFIX))]
     return cap
+
+
+def _inside(directory: Path, path: Path) -> bool:
+    """Whether `path` (links resolved) lies inside `directory`."""
+    try:
+        return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(directory))
+    except (OSError, ValueError):
+        return False
 
 
 def _claim_loose_traces(root: Path, d: Path, names: list[str], claimed: set[str]) -> list[Capture]:
@@ -48,11 +67,40 @@ def _claim_loose_traces(root: Path, d: Path, names: list[str], claimed: set[str]
         if bad is not None:
             out.append(bad)
         elif not n.startswith("timeline"):
-            out.append(Capture(path=rel(root, d / n), kind="kineto", files=[rel(root, d / n)]))
+            cap = Capture(path=rel(root, d / n), kind="kineto", files=[rel(root, d / n)])
+            twin = n + ".gz"   # the same trace, compressed beside it: analysed once, said so
+            if twin in names and twin not in claimed and os.path.isfile(d / twin):
+                if same_content(d / n, d / twin):
+                    claimed.add(twin)
+                    cap.warnings.append(f"{twin} holds the same trace: analysed once (here)")
+                else:
+                    cap.warnings.append(f"{twin} has the same name but other content: both analysed")
+            out.append(cap)
     return out
 
 
+def same_content(plain: Path, gz: Path) -> bool:
+    """Whether a .json and a .json.gz hold the same bytes (sizes first, then a streamed hash)."""
+    try:
+        if plain.stat().st_size != jsonscan.expanded_size(gz):
+            return False
+        return _digest(plain, open) == _digest(gz, gzip.open)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return False
+
+
+def _digest(path: Path, opener) -> bytes:
+    h = hashlib.sha1()
+    with opener(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.digest()
+
+
 def analyse(root: Path, cap: Capture, top_n: int, want_events: bool) -> tuple[dict, dict | None]:
+    if (cap.meta or {}).get("status") == "recording":
+        raise ValueError(f"the capture was never finished: it started at {cap.meta.get('start_time')} and its worker "
+                           "stopped before exporting it (killed, crashed, or still running)")
     if not cap.files:
         raise FileNotFoundError("no Kineto trace file (*.json / *.json.gz) in the capture")
     # a capture may hold several traces (one per export); the largest is the capture
@@ -60,10 +108,20 @@ def analyse(root: Path, cap: Capture, top_n: int, want_events: bool) -> tuple[di
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"listed trace file missing (or not a regular file): {missing[0]}")
-    out, events = analyse_trace_file(max(paths, key=lambda p: p.stat().st_size), top_n, want_events)
+    traces = [p for p in paths if is_trace_json(p.name)]
+    if not traces:
+        raise FileNotFoundError("no Kineto trace file (*.json / *.json.gz) in the capture")
+    out, events = analyse_trace_file(max(traces, key=lambda p: p.stat().st_size), top_n, want_events)
     dist = out.get("distributed") or {}
     if cap.rank is None and isinstance(dist.get("rank"), int):
         out["rank"] = dist["rank"]
+    snapshots = [p for p in paths if p.name.endswith(formats.MEMORY_SNAPSHOT_SUFFIX)]
+    if snapshots:
+        try:
+            out["memory"] = {"snapshot": rel(root, snapshots[0]),
+                             "devices": memory_summary(read_memory_snapshot(snapshots[0]), top_n)}
+        except (OSError, ValueError, EOFError, pickle.UnpicklingError) as exc:
+            out.setdefault("warnings", []).append(f"{snapshots[0].name}: memory snapshot unreadable ({type(exc).__name__}: {exc})")
     return out, events
 
 

@@ -85,15 +85,19 @@ STEP_COLUMNS = {"Computing": "computing_us", "Communication(Not Overlapped)": "c
 
 def read_step_trace_time(path: Path) -> list[dict]:
     """Per-step rows of step_trace_time.csv (one capture, or msprof-analyze's cluster file) as
-    dicts of microseconds; dur_us = computing + exposed communication + free (everything the
-    device did or waited for)."""
+    dicts of microseconds. dur_us is the file's own Stage column when it has one (on a cluster file's
+    `stage` rows every other column is a per-column maximum over the ranks, so their sum is no
+    time at all); else computing + exposed communication + free (everything the device did or
+    waited for)."""
     out = []
     for r in read_csv(path):
         row = {"step": clean(r.get("Step", "")) or None}
         for col, key in STEP_COLUMNS.items():
             if col in r:
                 row[key] = fnum(r[col])
-        row["dur_us"] = sum(row.get(k, 0.0) for k in ("computing_us", "communication_exposed_us", "free_us"))
+        stage = row.get("stage_us")
+        row["dur_us"] = stage if stage is not None and stage == stage and stage > 0 else \
+            sum(row.get(k, 0.0) for k in ("computing_us", "communication_exposed_us", "free_us"))
         if "Type" in r:
             row["type"], row["index"] = r.get("Type"), r.get("Index")
         out.append(row)

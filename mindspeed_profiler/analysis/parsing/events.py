@@ -13,6 +13,7 @@ import numpy as np
 
 
 _MBE = ("M", "B", "E")
+MAX_SPAN_US = 3.2e15   # 100 years in microseconds
 _GET6 = itemgetter("name", "cat", "pid", "tid", "ts", "dur")
 
 
@@ -71,7 +72,8 @@ def _parse_str_ts(v: str) -> tuple[int, float] | None:
         sign = -1 if body[0] == "-" else 1
         body = body[1:]
     whole, dot, frac = body.partition(".")
-    if whole.isdigit() and (not frac or frac.isdigit()):
+    # isascii: str.isdigit() is also true for "²" and other digits int() refuses
+    if whole.isascii() and frac.isascii() and whole.isdigit() and (not frac or frac.isdigit()):
         w = int(whole)
         f = float("0." + frac) if frac else 0.0
         if sign < 0:   # -12.5 = -13 + 0.5
@@ -244,8 +246,9 @@ class EventTable:
             process_names=self.process_names, n_raw=self.n_raw,
         )
         self._cols = {k: [] for k in c}
-        # drop events without a usable time (reported as a count, not silently)
-        ok = np.isfinite(ev.ts) & np.isfinite(ev.dur) & (ev.dur >= 0)
+        # drop events without a usable time (reported as a count, not silently); a time a century
+        # away from the trace's start (a 30-digit ts) is as unusable as none
+        ok = np.isfinite(ev.ts) & np.isfinite(ev.dur) & (ev.dur >= 0) & (np.abs(ev.ts) < MAX_SPAN_US) & (ev.dur < MAX_SPAN_US)
         ev.n_bad = int(len(ok) - ok.sum()) + unpaired
         if ev.n_bad:
             ev.select(ok)

@@ -209,6 +209,10 @@ def _stream(path: Path, on_batch: Callable[[list], None]) -> dict:
             carry, tail_found = _scan_events(buf, on_batch)
             if tail_found is not None:
                 tail_parts, carry, state = [tail_found], b"", "tail"
+            else:
+                # whitespace and commas between events are dropped now, not carried and re-scanned
+                # with every chunk (a trace padded with megabytes of blanks stays linear)
+                carry = carry.lstrip(_BLANKS)
             continue
         tail_parts.append(chunk)
     if state == "events" and carry:
@@ -234,6 +238,7 @@ def _stream(path: Path, on_batch: Callable[[list], None]) -> dict:
 
 
 _NON_WS = re.compile(rb"\S")
+_BLANKS = b" \t\r\n,"
 _SEP = re.compile(rb"\}\s*,\s*\{")
 _FAST_WINDOW = 64 << 10
 

@@ -44,24 +44,47 @@ def read_segment(path: str) -> Segment:
             seg.problems.append((lineno, "not valid JSON (truncated by a crash?): skipped"))
             continue
         _apply(seg, rec, lineno)
+    seg.sessions = [x for x in seg.sessions if x is not None]
     if not seg.sessions and not seg.problems:
         seg.problems.append((0, "no header: not a segment file or empty"))
     return seg
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _valid_header(rec: dict) -> str | None:
+    """Why a header cannot start a session (None: it can). Every field merge does arithmetic
+    or grouping with must have its type: one bad segment never fails the others."""
+    clock = rec.get("clock")
+    if not isinstance(clock, dict) or not _is_int(clock.get("wall_ns")) or not _is_int(clock.get("mono_ns")):
+        return "header without a usable clock (wall_ns, mono_ns integers)"
+    if not _is_int(rec.get("offset_ns", 0)) or not _is_int(rec.get("pid", 0)) or not _is_int(rec.get("rank", 0)):
+        return "header with a non-integer offset_ns / pid / rank"
+    if not isinstance(rec.get("role", ""), str) or not isinstance(rec.get("host", ""), str):
+        return "header with a non-text role / host"
+    return None
 
 
 def _apply(seg: Segment, rec: Any, lineno: int) -> None:
     if isinstance(rec, list):
         if not seg.sessions:
             seg.problems.append((lineno, "event before any header: skipped"))
-        elif len(rec) < 6 or not isinstance(rec[3], int) or not isinstance(rec[4], int):
+        elif seg.sessions[-1] is None:
+            return   # the lines of a skipped session
+        elif len(rec) < 6 or not _is_int(rec[3]) or not _is_int(rec[4]) or not _is_int(rec[5]) \
+                or not isinstance(rec[0], str):
             seg.problems.append((lineno, f"malformed event {rec!r:.80}: skipped"))
         else:
             seg.sessions[-1].events.append(rec)
         return
     kind = rec.get("type") if isinstance(rec, dict) else None
     if kind == formats.SEG_HEADER:
-        if not isinstance(rec.get("clock"), dict):
-            seg.problems.append((lineno, "header without clock: skipped"))
+        why = _valid_header(rec)
+        if why:
+            seg.problems.append((lineno, f"{why}: this session skipped"))
+            seg.sessions.append(None)   # its lines are skipped up to the next header
             return
         seg.sessions.append(Session(header=rec))
         return
@@ -69,12 +92,20 @@ def _apply(seg: Segment, rec: Any, lineno: int) -> None:
         seg.problems.append((lineno, f"{kind!r} record before any header: skipped"))
         return
     cur = seg.sessions[-1]
+    if cur is None:
+        return
     if kind == formats.SEG_THREAD:
-        cur.threads[rec.get("lane")] = rec
+        if _is_int(rec.get("lane")):
+            cur.threads[rec["lane"]] = rec
+        else:
+            seg.problems.append((lineno, "thread record without an integer lane: skipped"))
     elif kind == formats.SEG_CLOCK:
-        cur.clock = rec
+        if _is_int(rec.get("offset_ns")) and (rec.get("uncertainty_ns") is None or _is_int(rec.get("uncertainty_ns"))):
+            cur.clock = rec
+        else:
+            seg.problems.append((lineno, "clock record without integer offset_ns / uncertainty_ns: skipped"))
     elif kind == formats.SEG_STATS:
-        cur.stats = rec
+        cur.stats = {k: v for k, v in rec.items() if _is_int(v) or k == "type"}
     elif kind == formats.SEG_CLOSE:
         cur.closed = True
     else:
@@ -82,6 +113,8 @@ def _apply(seg: Segment, rec: Any, lineno: int) -> None:
 
 
 def iter_segment_paths(timeline_dir: str) -> Iterator[str]:
+    """The segment files of a directory (regular files only: a FIFO would block the reader)."""
     for name in sorted(os.listdir(timeline_dir)):
-        if name.endswith(formats.SEGMENT_SUFFIX):
-            yield os.path.join(timeline_dir, name)
+        path = os.path.join(timeline_dir, name)
+        if name.endswith(formats.SEGMENT_SUFFIX) and os.path.isfile(path):
+            yield path

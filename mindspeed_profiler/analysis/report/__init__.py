@@ -26,18 +26,20 @@ _ENV = Environment(
 )
 _ENV.filters["ms"] = ms
 _ENV.tests["exact"] = lambda v: isinstance(v, sections.Exact)
+_ENV.tests["link"] = lambda v: isinstance(v, sections.Link)
 _ENV.globals.update(LONG_TABLE=LONG_TABLE, MAX_ITERATION_ROWS=MAX_ITERATION_ROWS, BAR_CAP=BAR_CAP,
                     MIN_SPAN_PX=MIN_SPAN_PX)
 
 __all__ = ["render", "write_report"]
 
 
-def render(summary: dict) -> str:
-    """The page for a summary.json dict."""
-    return _ENV.get_template("report.html.j2").render(sections.context(summary))
+def render(summary: dict, report_dir: str | Path | None = None) -> str:
+    """The page for a summary.json dict; links to captures are relative to `report_dir` (where the
+    page is written; default: DIR/analysis/)."""
+    return _ENV.get_template("report.html.j2").render(sections.context(summary, report_dir))
 
 
 def write_report(path: Path | str, summary: dict) -> Path:
     path = Path(path)
-    path.write_text(render(summary), encoding="utf-8")
+    path.write_text(render(summary, path.parent), encoding="utf-8")
     return path

@@ -2,8 +2,13 @@
 the few numbers the templates print. The wording and the layout are in templates/sections/."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePosixPath
 from typing import NamedTuple
+from urllib.parse import quote
+
+from mindspeed_profiler import formats
 
 from .fmt import ms
 from .svg import PALETTE, Chart, stacked_bars
@@ -25,8 +30,38 @@ class Exact(NamedTuple):
     value: object
 
 
+class Link(NamedTuple):
+    """A cell (or a name in a section) shown as text linking to a relative href (a capture under the
+    run directory); the href is percent-encoded, so it can only be a relative path."""
+    text: str
+    href: str
+
+
 def exact_ms(us) -> Exact:
     return Exact(ms(us), us)
+
+
+def pct(x) -> str:
+    return "" if x is None else f"{100 * x:.1f}%"
+
+
+class Links:
+    """Relative hrefs from the directory of report.html to paths under the analysed directory."""
+
+    def __init__(self, summary: dict, report_dir: str | Path | None):
+        root = Path(str(summary.get("root") or "."))
+        self.base = root.parent if root.is_file() else root
+        self.report_dir = Path(report_dir) if report_dir is not None else None
+
+    def href(self, path: str) -> str:
+        if self.report_dir is None:   # report.html in DIR/analysis/ (where analyse writes it)
+            rel = PurePosixPath("..", *PurePosixPath(str(path).replace(os.sep, "/")).parts)
+        else:
+            rel = PurePosixPath(*Path(os.path.relpath(self.base / path, self.report_dir)).parts)
+        return quote(str(rel), safe="/")   # ':' too is encoded: never a scheme
+
+    def __call__(self, path: str, text: str | None = None) -> Link:
+        return Link(path if text is None else text, self.href(path))
 
 
 @dataclass(frozen=True)
@@ -38,19 +73,76 @@ class Table:
     flags: list[bool] | None = None
     id: str = ""
 
+    def without_empty_columns(self) -> "Table":
+        """The columns that hold a value in at least one row (a CPU run's device columns go)."""
+        keep = [i for i in range(len(self.headers))
+                if any(not _empty(r[i]) for r in self.rows)] if self.rows else list(range(len(self.headers)))
+        if len(keep) == len(self.headers):
+            return self
+        return replace(self, headers=[self.headers[i] for i in keep], rows=[[r[i] for i in keep] for r in self.rows],
+                       left=frozenset(k for k, i in enumerate(keep) if i in self.left))
 
-def header(summary: dict) -> dict:
+
+def _empty(c) -> bool:
+    if isinstance(c, Exact):
+        return c.text in ("", None)
+    return c is None or c == ""
+
+
+def _positive(v) -> bool:
+    """A count that is more than zero (a tampered summary may hold anything: only numbers count)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+
+
+def header(summary: dict, links: Links) -> dict:
     cnt = summary.get("counts", {})
+    tl = [c for c in summary.get("captures", []) if c.get("kind") == "timeline" and c.get("status") == "ok"]
+    timeline = None
+    if tl:   # the merged file when there is one (segments are merged in memory), else the directory
+        merged = [f"{tl[0]['path']}/{n}" for n in formats.TIMELINE_FILES if (links.base / tl[0]["path"] / n).is_file()]
+        timeline = links((tl[0].get("files") or merged or [tl[0]["path"]])[0])
     return {"root": summary.get("root"), "created": summary.get("created"),
-            **{k: cnt.get(k, 0) for k in ("found", "ok", "failed", "unparsed")}}
+            **{k: cnt.get(k, 0) for k in ("found", "ok", "failed", "unparsed")},
+            "failed_bad": _positive(cnt.get("failed")), "unparsed_bad": _positive(cnt.get("unparsed")),
+            "timeline_file": timeline}
 
 
-def problems(caps: list[dict]) -> Table | None:
+def problems(caps: list[dict], links: Links) -> Table | None:
     bad = [c for c in caps if c["status"] != "ok"]
     if not bad:
         return None
     return Table(["path", "kind", "status", "reason"],
-                 [[c["path"], c["kind"], c["status"], c.get("error")] for c in bad], frozenset({0, 3}))
+                 [[links(c["path"]), c["kind"], c["status"], c.get("error")] for c in bad], frozenset({0, 3}))
+
+
+def warnings(summary: dict, links: Links) -> Table | None:
+    """What the reader should know before the numbers: the run-level warnings (e.g. several runs in
+    one directory), the timeline's, and each capture's (the same text on several captures once)."""
+    rows = [["all captures", str(w)] for w in summary.get("warnings") or []]
+    tl = summary.get("timeline") or {}
+    if tl.get("warning"):
+        rows.append(["timeline", str(tl["warning"])])
+    grouped: dict[str, list[str]] = {}
+    for c in summary.get("captures", []):
+        for w in c.get("warnings") or []:
+            grouped.setdefault(str(w), []).append(c["path"])
+    for w, paths in grouped.items():
+        rows.append([links(paths[0]) if len(paths) == 1 else f"{len(paths)} captures: " + ", ".join(paths[:5])
+                     + (" ..." if len(paths) > 5 else ""), w])
+    return Table(["where", "warning"], rows, frozenset({0, 1}), id="warnings") if rows else None
+
+
+def runs(summary: dict) -> Table | None:
+    """The runs found, when there are several (each analysed on its own)."""
+    rs = summary.get("runs") or []
+    if len(rs) < 2:
+        return None
+    n = {r: sum(1 for c in summary.get("captures", []) if c.get("run_id") == r and c.get("kind") != "timeline")
+         for r in rs}
+    shown = rs[-1] if summary.get("timeline") else None   # the timeline shown is the latest run's
+    return Table(["run", "captures", "its timeline"],
+                 [[r, n[r], "shown below" if r == shown else "in summary.json (timeline_runs)"] for r in rs],
+                 frozenset({0, 2}))
 
 
 def longest_iterations(its: list[dict]) -> list[dict]:
@@ -79,11 +171,13 @@ def _most_idle(idle_per_worker: dict) -> str:
 
 
 def iteration_table(its: list[dict]) -> Table:
-    return Table(["iteration", "duration ms", "stage overlap ms", "no stage ms", "most idle worker", "critical path"],
+    return Table(["iteration", "duration ms", "stage overlap ms", "no stage ms", "profiler ms", "most idle worker",
+                  "critical path"],
                  [[it["iteration"], ms(it["dur_us"]), ms(it["overlap_us"]), ms(it["no_stage_us"]),
+                   ms(it.get("profiler_us")) if it.get("profiler_us") else "",
                    _most_idle(it["idle_per_worker_us"]),
                    " → ".join(f"{p['stage']}@{p['worker']}" for p in it["critical_path"])] for it in its],
-                 frozenset({4, 5}))
+                 frozenset({5, 6})).without_empty_columns()
 
 
 def timeline(tl: dict | None) -> dict | None:
@@ -94,6 +188,7 @@ def timeline(tl: dict | None) -> dict | None:
     g = gantt_layout(tl)
     return {"gantt": g, "overview": overview(g) if g else None,
             "zoom": zoom(g) if g and g.median else None,
+            "profiler": any(it.get("profiler_us") for it in its),
             "truncated": tl.get("gantt_truncated"), "n_drawn": len(tl.get("gantt") or []),
             "n_stage_spans": tl.get("n_stage_spans"), "n_iterations": len(tl["iterations"]), "n_rows": len(its),
             "bars": iteration_bars(tl, its), "pivot": stage_pivot(tl, its), "iterations": iteration_table(its)}
@@ -123,11 +218,15 @@ def _host_walls(summary: dict, tl: dict | None) -> Chart | None:
 
 
 def device_time(summary: dict, tl: dict | None) -> dict | None:
-    """Per-rank device time (compute, exposed communication and copies, idle), or the host walls per step."""
-    devs = [(label(c) + f" [{c['path']}]", c["device"]) for c in summary.get("captures", [])
-            if c["status"] == "ok" and c.get("device")]
-    if devs:
-        return {"host": False, "chart": stacked_bars(devs, DEVICE_PARTS)}
+    """Per-rank device time (compute, exposed communication and copies, idle), or the host walls per
+    step. Labels name the rank; the capture's path is in the hover text."""
+    caps = [c for c in summary.get("captures", []) if c["status"] == "ok" and c.get("device")]
+    if caps:
+        labels = [label(c) for c in caps]
+        dup = {t for t in labels if labels.count(t) > 1}   # two captures of one rank and stage: tell them apart
+        devs = [(f"{t} ({k + 1})" if t in dup else t, c["device"]) for k, (t, c) in enumerate(zip(labels, caps))]
+        return {"host": False, "chart": stacked_bars(devs, DEVICE_PARTS, titles=[f"{t} [{c['path']}]"
+                                                                                 for t, c in zip(labels, caps)])}
     walls = _host_walls(summary, tl)
     return {"host": True, "chart": walls} if walls else None
 
@@ -149,26 +248,51 @@ def slow_ranks(summary: dict) -> dict | None:
     sr = summary.get("slow_ranks")
     if not sr:
         return None
-    return {"threshold": (summary.get("options") or {}).get("threshold"), "table": Table(
-        ["source", "stage", "metric", "worker", "value ms", "median ms", "ratio"],
-        [[r["source"], r["stage"], r["metric"], _worker(r), ms(r["value_us"]), ms(r["median_us"]), f"{r['ratio']:.3f}"]
-         for r in sr], frozenset({0, 1, 2, 3}), [r["flagged"] for r in sr])}
+    several = len(summary.get("runs") or []) > 1
+    return {"threshold": (summary.get("options") or {}).get("threshold"),
+            "n_flagged": sum(1 for r in sr if r["flagged"]), "table": Table(
+        ["run", "source", "stage", "metric", "worker", "value ms", "median ms", "ratio", "samples", "reason"],
+        [[r.get("run_id") if several else "", r["source"], r["stage"], r["metric"], _worker(r), ms(r["value_us"]),
+          ms(r["median_us"]), f"{r['ratio']:.3f}", r.get("n"), r.get("reason")]
+         for r in sr], frozenset({0, 1, 2, 3, 4, 9}), [r["flagged"] for r in sr]).without_empty_columns()}
+
+
+def communication(caps: list[dict], links: Links) -> Table | None:
+    """Per capture: communication on the device (collective kernels: total, exposed, overlapped, exposed
+    share of the busy time) and on the host (collective calls: time covered, share of the wall)."""
+    rows = []
+    for c in caps:
+        comm = c.get("communication") if c["status"] == "ok" else None
+        if not comm:
+            continue
+        dev, host = comm.get("device") or {}, comm.get("host") or {}
+        top = ", ".join(f"{t['name']} ({t.get('where')}, x{t.get('count')}, {ms(t.get('total_us'))} ms)"
+                        for t in (comm.get("top") or [])[:3])
+        rows.append([links(c["path"], label(c)), exact_ms(dev.get("total_us")), exact_ms(dev.get("exposed_us")),
+                     exact_ms(dev.get("overlapped_us")), Exact(pct(dev.get("share_of_busy")), dev.get("share_of_busy")),
+                     exact_ms(host.get("total_us")), Exact(pct(host.get("share_of_wall")), host.get("share_of_wall")),
+                     top])
+    if not rows:
+        return None
+    return Table(["capture", "device ms", "exposed ms", "overlapped ms", "exposed % of busy", "host ms",
+                  "host % of wall", "top collectives"], rows, frozenset({0, 7})).without_empty_columns()
 
 
 def _table(rows: list | None, headers: list[str], cells, left: frozenset[int] = frozenset({0})) -> Table | None:
-    return Table(headers, [cells(r) for r in rows], left) if rows else None
+    return Table(headers, [cells(r) for r in rows], left).without_empty_columns() if rows else None
 
 
-def capture(c: dict) -> dict:
+def capture(c: dict, links: Links) -> dict:
     """One capture's steps, top ops, top kernels and annotations (each None when the capture has none)."""
     d = c.get("device") or {}
     return {
-        "label": label(c), "path": c["path"], "wall_us": c.get("wall_us"),
-        "device": bool(d), "busy_us": d.get("busy_us"),
+        "label": label(c), "path": links(c["path"]), "wall_us": c.get("wall_us"),
+        "device": bool(d), "busy_us": d.get("busy_us"), "communication": _comm_note(c),
         "steps": _table(c.get("steps"), ["step", "duration ms", "device busy ms"],
                         lambda s: [s["step"], ms(s["dur_us"]), ms(s.get("device_busy_us"))]),
         "top_ops": _table(c.get("top_ops"), ["op", "count", "total ms", "self ms", "device ms"],
-                          lambda o: [o["name"], o["count"], ms(o["total_us"]), ms(o["self_us"]), ms(o["device_us"])]),
+                          lambda o: [o["name"], o["count"], ms(o["total_us"]), ms(o["self_us"]),
+                                     ms(o.get("device_us")) if d else ""]),
         "top_kernels": _table(c.get("top_kernels"), ["kernel", "class", "count", "total ms"],
                               lambda k: [k["name"], k.get("class"), k["count"], ms(k["total_us"])], frozenset({0, 1})),
         "annotations": _table(c.get("annotations"), ["range", "count", "total ms", "mean ms", "max ms"],
@@ -176,10 +300,25 @@ def capture(c: dict) -> dict:
     }
 
 
-def context(summary: dict) -> dict:
-    """Everything report.html.j2 and its sections read."""
+def _comm_note(c: dict) -> str:
+    comm = c.get("communication") or {}
+    dev, host = comm.get("device") or {}, comm.get("host") or {}
+    parts = []
+    if dev.get("share_of_busy") is not None:
+        parts.append(f"communication {pct(dev['share_of_busy'])} of device busy")
+    if host.get("share_of_wall") is not None:
+        parts.append(f"host collectives {pct(host['share_of_wall'])} of wall")
+    return ", ".join(parts)
+
+
+def context(summary: dict, report_dir: str | Path | None = None) -> dict:
+    """Everything report.html.j2 and its sections read. `report_dir`: where report.html is written
+    (capture links are relative to it); default: DIR/analysis/."""
     caps = summary.get("captures", [])
     tl = summary.get("timeline")
-    return {"header": header(summary), "problems": problems(caps), "timeline": timeline(tl),
+    links = Links(summary, report_dir)
+    return {"header": header(summary, links), "warnings": warnings(summary, links), "runs": runs(summary),
+            "problems": problems(caps, links), "timeline": timeline(tl),
             "device_time": device_time(summary, tl), "clusters": clusters(caps), "slow_ranks": slow_ranks(summary),
-            "captures": [capture(c) for c in caps if c["status"] == "ok" and c["kind"] not in ("timeline", "cluster")]}
+            "communication": communication(caps, links),
+            "captures": [capture(c, links) for c in caps if c["status"] == "ok" and c["kind"] not in ("timeline", "cluster")]}

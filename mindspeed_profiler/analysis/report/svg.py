@@ -16,6 +16,8 @@ from .fmt import ms, short
 PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#bab0ac"]
 LABEL_CHAR_PX = 7.0   # width of one character of an 11px svg label (digits are ~6.1 px): used to space labels
+MAX_LABEL_PX = 560    # the widest label column of a bar chart; a longer label is cut (its full text on hover)
+MIN_PLOT_PX = 640     # a bar chart grows wider with its label column, keeping at least this much for the bars
 
 # fragment templates: filled by tag(), which escapes every value
 TICK = ('<line class="tick" x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="#e4e4e4"/>'
@@ -83,9 +85,9 @@ def axis(lo_us: float, hi_us: float, origin_us: float, x: Callable[[float], floa
     return join(out)
 
 
-def row_label(y, text, n: int) -> Markup:
-    """A row's name at the left, cut to n characters; the full name on hover."""
-    return tag(ROW_LABEL, y, short(text, n), text)
+def row_label(y, text, n: int, title=None) -> Markup:
+    """A row's name at the left, cut to n characters; the full name (or `title`) on hover."""
+    return tag(ROW_LABEL, y, short(text, n), text if title is None else title)
 
 
 class _Scale(NamedTuple):
@@ -98,32 +100,45 @@ class _Scale(NamedTuple):
     chars: int      # label length that fits the label column
 
 
-def stacked_bars(rows: list[tuple[str, dict]], parts: list[tuple], width: int = 1100, left: int = 260,
-                 row_h: int = 20, label_key=None, svg_id: str = "", cap: float | None = None) -> Chart | None:
+def fit_left(labels: Iterable[str], lo: int = 90, hi: int = MAX_LABEL_PX) -> int:
+    """A label column wide enough for the longest label (11px font), between lo and hi px."""
+    return int(min(hi, max([lo] + [label_width(str(t)) + 8 for t in labels])))
+
+
+def stacked_bars(rows: list[tuple[str, dict]], parts: list[tuple], width: int = 1100, left: int | None = None,
+                 row_h: int = 20, label_key=None, svg_id: str = "", cap: float | None = None,
+                 titles: list[str] | None = None) -> Chart | None:
     """Horizontal stacked bars, one per row label; values in us. The number after a bar is the sum of
     its parts, or v[label_key] when given. With cap, the scale ends at cap x the median bar, and
-    longer bars are cut there (marked with a white break and a » before their number)."""
+    longer bars are cut there (marked with a white break and a » before their number). The label
+    column fits the longest label (up to MAX_LABEL_PX; a longer one is cut) unless `left` is given;
+    a label's full text, or titles[i], shows on hover. Parts with no value in any row are left out
+    of the legend."""
     if not rows:
         return None
     totals = [sum((v.get(k) or 0.0) for k, _, _ in parts) for _, v in rows]
     top = max(totals) or 1.0
     if cap and len(rows) >= 3:
         top = min(top, cap * (sorted(totals)[len(totals) // 2] or top))
-    scale = _Scale(parts, left, width - left - 110, top, row_h, int((left - 8) / 5.8))
+    left = fit_left(label for label, _ in rows) if left is None else left
+    width = max(width, left + MIN_PLOT_PX + 110)
+    scale = _Scale(parts, left, width - left - 110, top, row_h, int((left - 8) / LABEL_CHAR_PX))
     ident = tag(' id="{}"', svg_id) if svg_id else ""
     out = [tag('<svg class="bars"{} xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" role="img">',
                ident, width, row_h * len(rows) + 6)]
     for i, (label, v) in enumerate(rows):
         total = v.get(label_key) if label_key is not None else totals[i]
-        out.append(_bar_row(scale, i * row_h + 3, label, v, total, cut=totals[i] > top * (1 + 1e-9)))
+        out.append(_bar_row(scale, i * row_h + 3, label, v, total, cut=totals[i] > top * (1 + 1e-9),
+                            title=titles[i] if titles else None))
     out.append(Markup("</svg>"))
-    return Chart([(n, c) for _, n, c in parts], join(out))
+    used = [(n, c) for k, n, c in parts if any((v.get(k) or 0.0) > 0 for _, v in rows)]
+    return Chart(used, join(out))
 
 
-def _bar_row(scale: _Scale, y: int, label: str, v: dict, total, cut: bool) -> Markup:
+def _bar_row(scale: _Scale, y: int, label: str, v: dict, total, cut: bool, title: str | None = None) -> Markup:
     """One bar: its label, a segment per part (clipped at the plot's end), the break mark when cut, its number."""
     ty = y + scale.row_h / 2 + 1
-    out = [row_label(f"{ty:.1f}", label, scale.chars)]
+    out = [row_label(f"{ty:.1f}", label, scale.chars, title)]
     x0, x_end = scale.left, scale.left + scale.plot_w
     for key, name, col in scale.parts:
         val = v.get(key) or 0.0

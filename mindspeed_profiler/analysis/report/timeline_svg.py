@@ -10,12 +10,16 @@ from typing import Callable
 from markupsafe import Markup
 
 from .fmt import ms
-from .svg import PALETTE, Chart, axis, join, label_width, row_label, stacked_bars, tag
+from .svg import PALETTE, Chart, axis, fit_left, join, label_width, row_label, stacked_bars, tag
 
 GANTT_WIDTH = 1300
-GANTT_LEFT, GANTT_ROW = 150, 22   # Gantt: worker label column and row height (px)
+GANTT_LEFT, GANTT_ROW = 150, 22   # Gantt: worker label column (at least; wider for long names) and row height (px)
+GANTT_LEFT_MAX = 360
 MIN_SPAN_PX = 2.0         # a span is drawn at least this wide
 BAR_CAP = 2.5             # per-iteration bars: the scale ends at 2.5x the median bar (a long start-up is cut)
+PROFILER_PART = "profiler (capture export)"   # the per-iteration bars' part for the profiler's own spans
+PROFILER_COLOR = "#5f5f5f"
+NO_STAGE_PART = "no stage running"
 
 # fragment templates: filled by svg.tag(), which escapes every value
 SPAN = ('<rect class="{cls}" x="{x:.1f}" y="{y}" width="{w:.1f}" height="{h}" fill="{color}" data-w="{row}" '
@@ -58,10 +62,11 @@ class Gantt:
     hi: float
     iterations: list[dict]
     width: int = GANTT_WIDTH
+    left: int = GANTT_LEFT   # the worker label column, wide enough for the longest worker name
 
     @property
     def plot_w(self) -> int:
-        return self.width - GANTT_LEFT - 20
+        return self.width - self.left - 20
 
     @cached_property
     def row_of(self) -> dict:
@@ -88,11 +93,13 @@ def gantt_layout(tl: dict) -> Gantt | None:
     its = [it for it in tl.get("iterations", []) if it["start_us"] < hi and it["start_us"] + it["dur_us"] > lo]
     if its:
         hi = max(hi, min(its[-1]["start_us"] + its[-1]["dur_us"], hi + (hi - lo)))
-    return Gantt(spans, sorted({s["worker"] for s in spans}, key=str), stage_colors(tl), lo, max(hi, lo + 1.0), its)
+    workers = sorted({s["worker"] for s in spans}, key=str)
+    return Gantt(spans, workers, stage_colors(tl), lo, max(hi, lo + 1.0), its,
+                 left=fit_left(workers, GANTT_LEFT, GANTT_LEFT_MAX))
 
 
-def _scale(t0: float, t1: float, plot_w: float) -> Callable[[float], float]:
-    return lambda t: GANTT_LEFT + plot_w * (t - t0) / (t1 - t0)
+def _scale(left: int, t0: float, t1: float, plot_w: float) -> Callable[[float], float]:
+    return lambda t: left + plot_w * (t - t0) / (t1 - t0)
 
 
 def _span_rect(g: Gantt, s: dict, x: Callable[[float], float], cls: str, lo: float, hi: float) -> Markup:
@@ -105,7 +112,7 @@ def _span_rect(g: Gantt, s: dict, x: Callable[[float], float], cls: str, lo: flo
 
 
 def _worker_labels(g: Gantt) -> Markup:
-    return join(row_label(i * GANTT_ROW + 16, w, 20) for i, w in enumerate(g.workers))
+    return join(row_label(i * GANTT_ROW + 16, w, int((g.left - 8) / 7)) for i, w in enumerate(g.workers))
 
 
 def _iteration_marks(g: Gantt, x: Callable[[float], float], y_it: int) -> Markup:
@@ -124,7 +131,7 @@ def _iteration_marks(g: Gantt, x: Callable[[float], float], y_it: int) -> Markup
 
 def overview(g: Gantt) -> Chart:
     """All spans, one row per worker, iteration boundaries and time ticks."""
-    x = _scale(g.lo, g.hi, g.plot_w)
+    x = _scale(g.left, g.lo, g.hi, g.plot_w)
     rows_h = GANTT_ROW * len(g.workers)
     y_it, y_axis = rows_h + 6, rows_h + 26
     svg = join([
@@ -146,13 +153,13 @@ def zoom(g: Gantt) -> Markup:
     data-plotw, data-rowh and data-rows."""
     med = g.median
     z0, z1 = med["start_us"], med["start_us"] + max(med["dur_us"], 1.0)
-    x = _scale(z0, z1, g.plot_w)
+    x = _scale(g.left, z0, z1, g.plot_w)
     y_axis = GANTT_ROW * len(g.workers) + 4
     inside = (s for s in g.spans if s["start_us"] < z1 and s["start_us"] + s["dur_us"] > z0)
     return join([
         tag('<svg id="zoom" xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" role="img" '
             'data-left="{}" data-plotw="{}" data-rowh="{}" data-rows="{}">',
-            g.width, y_axis + 24, GANTT_LEFT, g.plot_w, GANTT_ROW, len(g.workers)),
+            g.width, y_axis + 24, g.left, g.plot_w, GANTT_ROW, len(g.workers)),
         _worker_labels(g),
         Markup('<g class="dyn">'),
         axis(z0, z1, z0, x, 0, y_axis, "+"),
@@ -161,12 +168,16 @@ def zoom(g: Gantt) -> Markup:
 
 
 def iteration_bars(tl: dict, its: list[dict]) -> Chart | None:
-    """One bar per iteration stacking each stage's wall and the time with no stage running."""
-    parts = [(("stage", s), s, c) for s, c in stage_colors(tl).items()] + [(("none",), "no stage running", "#d3d3d3")]
+    """One bar per iteration stacking each stage's wall, the profiler's own time (capture export:
+    profiler_us) and the rest of the time with no stage running (no_stage_us less the profiler's
+    part of it, profiler_no_stage_us)."""
+    parts = [(("stage", s), s, c) for s, c in stage_colors(tl).items()] + [
+        (("profiler",), PROFILER_PART, PROFILER_COLOR), (("none",), NO_STAGE_PART, "#d3d3d3")]
     rows = []
     for it in its:
         v = {("stage", s): st["wall_us"] for s, st in it["stages"].items()}
-        v[("none",)] = it.get("no_stage_us") or 0.0
+        v[("profiler",)] = it.get("profiler_us") or 0.0
+        v[("none",)] = max(0.0, (it.get("no_stage_us") or 0.0) - (it.get("profiler_no_stage_us") or 0.0))
         v["dur"] = it["dur_us"]
         rows.append((f"iter {it['iteration']}", v))
     return stacked_bars(rows, parts, left=90, row_h=13 if len(rows) > 20 else 20, label_key="dur", svg_id="iterbars",

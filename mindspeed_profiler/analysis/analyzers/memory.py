@@ -1,0 +1,72 @@
+"""Memory over a capture's window, from a PyTorch memory snapshot: per device, the peak of the
+allocated bytes and the allocation sites holding the most memory at that peak.
+
+Replay of the allocator's trace in order: `alloc` adds its size, `free_completed` (or, where a
+trace has no completion events, `free_requested`) removes it. The trace starts with the window,
+so what was already allocated (the baseline) is found from the end state: the active blocks of the
+snapshot's segments minus the net of the trace. A site is the first frame of an allocation's stack
+outside torch's own code (else its innermost frame).
+"""
+from __future__ import annotations
+
+_INTERNAL = ("torch/", "<built-in", "nn.Module:", "<frozen")
+
+
+def _site(frames: list) -> str:
+    def text(f: dict) -> str:
+        fn, line, name = f.get("filename"), f.get("line"), f.get("name", "")
+        return f"{fn}:{line} {name}" if fn and fn != "none" else str(name)
+    texts = [text(f) for f in frames if isinstance(f, dict)]
+    return next((t for t in texts if not any(t.startswith(p) or f" {p}" in t for p in _INTERNAL)), texts[0] if texts else "?")
+
+
+def _free_action(trace: list) -> str:
+    return "free_completed" if any(e.get("action") == "free_completed" for e in trace) else "free_requested"
+
+
+def device_memory(trace: list, segments: list, device: int, top_n: int) -> dict | None:
+    allocs = [e for e in trace if e.get("action") == "alloc"]
+    if not allocs:
+        return None
+    free = _free_action(trace)
+    cur = peak = 0
+    peak_at = -1
+    sizes: dict = {}
+    for k, e in enumerate(trace):
+        if e.get("action") == "alloc":
+            sizes[e["addr"]] = e["size"]
+            cur += e["size"]
+            if cur > peak:
+                peak, peak_at = cur, k
+        elif e.get("action") == free and e.get("addr") in sizes:
+            cur -= sizes.pop(e["addr"])
+    net_end = cur
+    live: dict = {}
+    for e in trace[:peak_at + 1]:   # the allocations alive at the peak
+        if e.get("action") == "alloc":
+            live[e["addr"]] = e
+        elif e.get("action") == free:
+            live.pop(e.get("addr"), None)
+    sites: dict[str, list] = {}
+    for e in live.values():
+        s = sites.setdefault(_site(e.get("frames") or []), [0, 0])
+        s[0] += e["size"]
+        s[1] += 1
+    active_end = sum(b.get("size", 0) for seg in segments if seg.get("device", device) == device
+                     for b in seg.get("blocks") or [] if b.get("state") == "active_allocated")
+    baseline = max(0, active_end - net_end) if active_end else 0
+    return {"device": device, "peak_bytes": baseline + peak, "peak_in_window_bytes": peak, "baseline_bytes": baseline,
+            "n_allocs": len(allocs),
+            "top_sites": [{"site": k, "bytes": v[0], "count": v[1]}
+                          for k, v in sorted(sites.items(), key=lambda kv: -kv[1][0])[:top_n]]}
+
+
+def memory_summary(snapshot: dict, top_n: int) -> list[dict]:
+    """One row per device whose trace has allocations."""
+    segments = snapshot.get("segments") or []
+    out = []
+    for device, trace in enumerate(snapshot.get("device_traces") or []):
+        row = device_memory(trace or [], segments, device, top_n) if isinstance(trace, list) else None
+        if row is not None:
+            out.append(row)
+    return out

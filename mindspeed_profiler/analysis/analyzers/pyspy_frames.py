@@ -1,0 +1,87 @@
+"""Where a worker's Python time goes, from py-spy's sampled stacks (parsing/pyspy.py): pure.
+
+`self` time of a function: the time it was the innermost frame; `total` time: the time it was
+anywhere on the stack (counted once per stack, so recursion does not inflate it). Time is sampled
+time (py-spy merges consecutive samples of one stack), at py-spy's rate: samples ~= time x rate.
+"""
+from __future__ import annotations
+
+import bisect
+from typing import Iterable, Sequence
+
+from ..parsing.pyspy import PySpyTrace
+
+Segment = tuple[float, float, int, int]  # (start_us, end_us, stack, thread)
+
+
+def short_file(path: str) -> str:
+    """The last two components of a source path (`common/workers.py`), enough to tell frames apart."""
+    parts = path.replace("\\", "/").rstrip("/").split("/")
+    return "/".join(parts[-2:])
+
+
+def clip(segments: Sequence[Segment], windows: Iterable[tuple[float, float]]) -> list[Segment]:
+    """The parts of `segments` inside the windows (sorted, non-overlapping [start, end) pairs)."""
+    wins = sorted((a, b) for a, b in windows if b > a)
+    if not wins:
+        return []
+    starts = [a for a, _ in wins]
+    out = []
+    for s, e, stack, th in segments:
+        i = max(0, bisect.bisect_right(starts, s) - 1)
+        while i < len(wins) and wins[i][0] < e:
+            a, b = wins[i]
+            lo, hi = max(s, a), min(e, b)
+            if hi > lo:
+                out.append((lo, hi, stack, th))
+            i += 1
+    return out
+
+
+def frame_times(trace: PySpyTrace, segments: Sequence[Segment], top_n: int = 20) -> dict:
+    """{"sampled_ms", "top_self": [...], "top_total": [...]}: rows {function, file, ms, share}."""
+    by_stack: dict[int, float] = {}
+    for s, e, stack, _ in segments:
+        by_stack[stack] = by_stack.get(stack, 0.0) + (e - s)
+    total = sum(by_stack.values())
+    self_t: dict[tuple[str, str], float] = {}
+    incl: dict[tuple[str, str], float] = {}
+    for sid, dur in by_stack.items():
+        stack = trace.stacks[sid]
+        if not stack:
+            continue
+        leaf = trace.frames[stack[-1]][:2]
+        self_t[leaf] = self_t.get(leaf, 0.0) + dur
+        for key in {trace.frames[f][:2] for f in stack}:
+            incl[key] = incl.get(key, 0.0) + dur
+    return {"sampled_ms": total / 1e3, "top_self": _rows(self_t, total, top_n), "top_total": _rows(incl, total, top_n)}
+
+
+def _rows(times: dict[tuple[str, str], float], total: float, top_n: int) -> list[dict]:
+    ranked = sorted(times.items(), key=lambda kv: (-kv[1], kv[0]))[:top_n]
+    return [{"function": name, "file": short_file(path), "ms": us / 1e3, "share": us / total if total else 0.0}
+            for (name, path), us in ranked]
+
+
+def stage_frame_times(trace: PySpyTrace, segments: Sequence[Segment], stages: Sequence[dict], top_n: int = 10) -> list[dict]:
+    """Per stage: the stage's spans (`stage`, `start_us`, `end_us`, on py-spy's clock) clip the
+    segments; rows {stage, spans, stage_ms, sampled_ms, top_self, top_total}, longest stage first."""
+    by_stage: dict[str, list[tuple[float, float]]] = {}
+    for sp in stages:
+        by_stage.setdefault(sp["stage"], []).append((sp["start_us"], sp["end_us"]))
+    rows = []
+    for name, wins in by_stage.items():
+        inside = clip(segments, _merge(wins))
+        times = frame_times(trace, inside, top_n)
+        rows.append({"stage": name, "spans": len(wins), "stage_ms": sum(b - a for a, b in wins) / 1e3, **times})
+    return sorted(rows, key=lambda r: -r["stage_ms"])
+
+
+def _merge(wins: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for a, b in sorted(wins):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
