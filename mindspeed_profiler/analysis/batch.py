@@ -3,7 +3,9 @@ parallel -> cross-capture tables -> summary.json / report.html / analysis.db."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,7 +18,8 @@ from .capture import analyse_capture
 from .discover import Capture, discover
 from .inputs import input_kinds
 from .outputs import write_summary
-from .pool import run_pool
+from .parsing import jsonscan
+from .pool import Limits, failed_result, run_pool
 
 POOL_MIN_BYTES = 8 << 20   # below this, starting worker processes costs more than it saves
 EXIT_OK, EXIT_SOME_FAILED, EXIT_NOTHING_FOUND = 0, 1, 3
@@ -34,9 +37,10 @@ def prepare(root: Path, caps: list[Capture], jobs: int, export_type: str, log: C
 
 
 def run_captures(root: Path, caps: list[Capture], jobs: int, top_n: int, want_events: bool,
-                 progress: bool, fn: Callable = analyse_capture) -> list[dict]:
-    """Analyse captures, in worker processes when there is more than one job and capture
-    (and enough bytes to be worth starting them)."""
+                 progress: bool, fn: Callable = analyse_capture, limits: Limits = Limits()) -> list[dict]:
+    """Analyse captures: in bounded worker processes when there is more than one job and capture
+    (and enough bytes to be worth starting them), or when a file looks like a decompression bomb
+    (then also with one job); else here, under the time limit."""
     results: dict[int, dict] = {}
     bar = None
     if progress and caps:
@@ -51,15 +55,55 @@ def run_captures(root: Path, caps: list[Capture], jobs: int, top_n: int, want_ev
             bar.advance(task)
 
     try:
-        if jobs > 1 and len(caps) > 1 and _total_bytes(root, caps) > POOL_MIN_BYTES:
-            run_pool(root, caps, jobs, top_n, want_events, done, fn)
+        if (jobs > 1 and len(caps) > 1 and _total_bytes(root, caps) > POOL_MIN_BYTES) or _any_bomb(root, caps):
+            run_pool(root, caps, jobs, top_n, want_events, done, fn, limits)
         else:
             for i, c in enumerate(caps):
-                done(i, fn(str(root), c.to_dict(), top_n, want_events))
+                done(i, run_in_process(fn, root, c, top_n, want_events, limits.timeout_s))
     finally:
         if bar:
             bar.stop()
     return [results[i] for i in range(len(caps))]
+
+
+BOMB_RATIO, BOMB_MIN_BYTES = 50, 32 << 20   # a .gz expanding 50x into more than 32 MB
+
+
+def _any_bomb(root: Path, caps: list[Capture]) -> bool:
+    """Whether a capture's file expands suspiciously (a decompression bomb): it is then parsed in a
+    worker whose memory is capped, never in this process."""
+    for c in caps:
+        for f in c.files:
+            try:
+                size = (root / f).stat().st_size
+                expanded = jsonscan.expanded_size(root / f)
+            except OSError:
+                continue
+            if expanded > BOMB_MIN_BYTES and expanded > BOMB_RATIO * max(size, 1):
+                return True
+    return False
+
+
+class _TimeLimit(Exception):
+    pass
+
+
+def run_in_process(fn: Callable, root: Path, cap: Capture, top_n: int, want_events: bool, timeout_s: float | None) -> dict:
+    """One capture here, stopped after timeout_s (a timer signal, in the main thread only)."""
+    if not timeout_s or threading.current_thread() is not threading.main_thread():
+        return fn(str(root), cap.to_dict(), top_n, want_events)
+
+    def expired(signum, frame):
+        raise _TimeLimit()
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, timeout_s)
+    try:
+        return fn(str(root), cap.to_dict(), top_n, want_events)
+    except _TimeLimit:
+        return failed_result(cap, f"analysis took longer than {timeout_s:g} s (the per-capture time limit): stopped")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _run_warnings(runs: list[str], chosen: str | None) -> list[str]:
@@ -79,6 +123,15 @@ def _total_bytes(root: Path, caps: list[Capture]) -> int:
             except OSError:
                 pass
     return total
+
+
+def default_limits() -> Limits:
+    """30 minutes and half of this machine's memory per capture."""
+    try:
+        half = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2 >> 20
+    except (ValueError, OSError, AttributeError):
+        half = None
+    return Limits(timeout_s=1800.0, memory_mb=half)
 
 
 def _stderr_console():
@@ -144,7 +197,8 @@ def cross_capture_rows(captures: list[dict], runs: list[str]) -> list[dict]:
 def analyse_directory(root: str | Path, jobs: int | None = None, export_type: str = "text", top_n: int = 20,
                       html: bool = True, threshold: float = 1.2, progress: bool | None = None,
                       out_dir: str | Path | None = None, log: Callable[[str], None] | None = None,
-                      python: str = sys.executable, write: bool = True, run: str | None = None) -> tuple[dict, int]:
+                      python: str = sys.executable, write: bool = True, run: str | None = None,
+                      limits: Limits | None = None) -> tuple[dict, int]:
     """Analyse everything under `root` (only run `run`'s captures when given); write the outputs
     (unless write=False); return (summary, exit code)."""
     t_start = time.perf_counter()
@@ -161,7 +215,8 @@ def analyse_directory(root: str | Path, jobs: int | None = None, export_type: st
         caps = select_run(base, caps, run)
     reasons = prepare(base, caps, jobs, export_type, log, python)
     todo = [c for c in caps if c.path not in reasons]
-    results = run_captures(base, todo, jobs, top_n, export_type == "db", progress)
+    limits = limits or default_limits()
+    results = run_captures(base, todo, jobs, top_n, export_type == "db", progress, limits=limits)
     captures = [r["capture"] for r in results]
     for c in caps:
         if c.path in reasons:

@@ -32,6 +32,10 @@ def analyse_capture(root: str, cap_dict: dict, top_n: int = 20, want_events: boo
         found = fields.pop("warnings", [])
         res.update(fields)
         res["warnings"] = list(cap.warnings) + list(found)
+    except MemoryError:
+        res.update(status="failed", error="the analysis needed more memory than the per-capture limit "
+                                          "(--capture-memory-mb): the file may be a decompression bomb")
+        events = None
     except Exception as exc:  # noqa: BLE001 - reported per capture, the batch goes on
         res.update(status="failed", error=f"{type(exc).__name__}: {exc}")
         if not isinstance(exc, (ValueError, OSError, jsonscan.TraceFormatError, KeyError)):

@@ -34,6 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", default=None, metavar="RUN_ID",
                         help="analyse only this run's captures and timeline (a directory written by several runs "
                              "lists their ids; default: every run, each on its own)")
+    parser.add_argument("--capture-timeout", type=float, default=1800.0, metavar="SECONDS",
+                        help="stop a capture's analysis after this long and report it failed (default: %(default)s)")
+    parser.add_argument("--capture-memory-mb", type=int, default=None, metavar="MB",
+                        help="memory one capture's analysis may take in a worker (default: half of this machine's)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no tables on the terminal")
 
 
@@ -49,10 +53,17 @@ def run(args: argparse.Namespace) -> int:
     if not args.threshold > 0:   # also rejects nan
         print(f"analyse: --threshold must be > 0, got {args.threshold}", file=sys.stderr)
         return 2
+    if not args.capture_timeout > 0 or (args.capture_memory_mb is not None and args.capture_memory_mb < 64):
+        print("analyse: --capture-timeout must be > 0 and --capture-memory-mb >= 64", file=sys.stderr)
+        return 2
+    from mindspeed_profiler.analysis.batch import default_limits
+    from mindspeed_profiler.analysis.pool import Limits
+
+    limits = Limits(timeout_s=args.capture_timeout, memory_mb=args.capture_memory_mb or default_limits().memory_mb)
     try:
         summary, code = analyse_directory(args.directory, jobs=args.jobs, export_type=args.export_type,
                                           top_n=args.top or 20, html=not args.no_html, threshold=args.threshold,
-                                          out_dir=args.output, run=args.run)
+                                          out_dir=args.output, run=args.run, limits=limits)
     except RunNotFound as exc:
         print(f"analyse: --run {args.run}: {exc}", file=sys.stderr)
         return 2

@@ -40,6 +40,8 @@ def render(summary: dict, report_dir: str | Path | None = None) -> str:
 
 
 def write_report(path: Path | str, summary: dict) -> Path:
+    """Render and write atomically (a failed write leaves the previous report, not half a page)."""
+    from ..outputs import write_atomic
+
     path = Path(path)
-    path.write_text(render(summary, path.parent), encoding="utf-8")
-    return path
+    return write_atomic(path, render(summary, path.parent).encode("utf-8"))
