@@ -162,10 +162,17 @@ def _load_record_function() -> Any:
 
 # Marker kind -> loader of its implementation. Capture backends name the kinds they want
 # (Backend.device_markers / capture_markers); a new kind is one class and one line here.
+def _load_buffer() -> Any:
+    from mindspeed_profiler.backends.markers import BufferMarkers
+
+    return BufferMarkers()
+
+
 MARKERS: dict[str, Callable[[], Any]] = {
     "mstx": _load_mstx,
     "nvtx": _load_nvtx,
     "record_function": _load_record_function,
+    "buffer": _load_buffer,   # the lightweight capture's own recorder (backends/markers.py)
 }
 _loaded: dict[str, Optional[Any]] = {}  # kind -> implementation, or None (unavailable), resolved once
 

@@ -102,13 +102,14 @@ class _StageScope:
         if STATE.tracer is not None:
             self.span = p._tracer_enter(name, formats.CAT_STAGE, {"stage": name, "iteration": p._iteration})
         if p.enabled and p._running and STATE.capture_active:
-            self.rng = _record_function(name)
+            self.rng = _stage_range(p.backend, name)
         return self
 
     def __exit__(self, *exc: Any) -> bool:
         if self.rng is not None:
+            impl, token = self.rng
             with contextlib.suppress(Exception):
-                self.rng.__exit__(None, None, None)
+                impl.end(token, "default")
         if self.span is not None:
             self.p._tracer_exit(self.span)
         if self.cap is not None:
@@ -123,16 +124,29 @@ def _tracer_role() -> str | None:
     return rec.role if rec is not None and formats.ROLE_RE.match(rec.role) else None
 
 
-def _record_function(name: str):
-    """A torch record_function range (shows in torch and torch_npu captures), or None."""
-    try:
-        import torch
+def _stage_range(backend: Backend | None, name: str):
+    """(marker implementation, token) of a range drawing the stage inside the running capture
+    (record_function for torch and torch_npu, the lightweight recorder's own buffer), or None."""
+    from mindspeed_profiler.mstx import _load_marker
 
-        rng = torch.autograd.profiler.record_function(name)
-        rng.__enter__()
-        return rng
+    impl = _load_marker(backend.stage_marker if backend is not None else "record_function")
+    if impl is None:
+        return None
+    try:
+        token = impl.start(name, "default", None)
     except Exception:
         return None
+    return (impl, token) if token is not None else None
+
+
+def _lightweight_if_asked(cfg: Any, backend: Backend) -> Backend:
+    """level_none on a backend that cannot record annotations alone (torch records every op to see
+    them): record them ourselves instead of opening its session (backends/markers.py)."""
+    if cfg.profile_level == "level_none" and not backend.annotation_only_mode:
+        from mindspeed_profiler.backends.markers import MarkersBackend
+
+        return MarkersBackend(device=backend.device)
+    return backend
 
 
 class IntegratedProfiler:
@@ -286,7 +300,7 @@ class IntegratedProfiler:
     def _get_backend(self) -> Backend | None:
         if self.backend is None and self._backend_error is None:
             try:
-                self.backend = select_backend(self.cfg.backend)
+                self.backend = _lightweight_if_asked(self.cfg, select_backend(self.cfg.backend))
             except Exception as exc:
                 self._backend_error = exc
                 self._warn(("backend",), "profiler backend %r unusable on %s rank %d, no captures will be made: %s: %s",

@@ -19,12 +19,12 @@ from profiler_testutil import capture_dirs, meta_of, train
 
 
 def test_builtin_backends_and_auto():
-    assert backend_names() == ("npu", "torch")      # auto's order: npu first
+    assert backend_names() == ("npu", "torch", "markers")      # auto's order: npu first, markers never
     assert "torch_npu" not in sys.modules
     assert select_backend("auto").name == "torch"   # no torch_npu here
     with pytest.raises(RuntimeError, match="torch_npu does not import"):
         select_backend("npu")
-    with pytest.raises(ValueError, match="allowed: auto, npu, torch"):
+    with pytest.raises(ValueError, match="allowed: auto, npu, torch, markers"):
         select_backend("nsys")
 
 
@@ -96,5 +96,5 @@ def test_a_new_backend_is_one_class_and_one_registration(tmp_path, wallclock):
 
 
 def test_an_unregistered_backend_is_a_config_error():
-    with pytest.raises(ProfilerConfigError, match="wallclock.*allowed: auto, npu, torch"):
+    with pytest.raises(ProfilerConfigError, match="wallclock.*allowed: auto, npu, torch, markers"):
         load_config({"integrated": {"backend": "wallclock"}})

@@ -69,6 +69,11 @@ class Backend(ABC):
     device_markers: ClassVar[dict[str, tuple[str, ...]]] = {}
     # marker kinds that show up inside this backend's own capture while it records
     capture_markers: ClassVar[tuple[str, ...]] = ()
+    # the marker kind that draws an RL stage as a range inside the capture
+    stage_marker: ClassVar[str] = "record_function"
+    # whether `profile_level: level_none` records annotations only in this backend's own session;
+    # if not, the profiler records them itself (backends/markers.py) instead of opening the session
+    annotation_only_mode: ClassVar[bool] = False
 
     device: str  # the device this instance captures: "npu" | "cuda" | "cpu" | ...
 

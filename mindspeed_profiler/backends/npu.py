@@ -575,6 +575,7 @@ class NpuBackend(Backend):
     priority = 100
     device_markers = {"npu": ("mstx",)}
     capture_markers = ()  # mstx ranges are in the torch_npu capture already (experimental mstx=True)
+    annotation_only_mode = True   # torch_npu's Level_none + mstx
     device = "npu"
 
     @classmethod

@@ -14,6 +14,7 @@ from mindspeed_profiler.backends.base import Backend
 BUILTIN_MODULES = (
     "mindspeed_profiler.backends.npu",
     "mindspeed_profiler.backends.torch",
+    "mindspeed_profiler.backends.markers",
 )
 AUTO = "auto"
 
