@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -212,8 +214,10 @@ def test_command_line_as_the_docs_say(tmp_path):
     assert [c["status"] for c in summary["captures"] if c["kind"] == "system"] == ["ok"]
 
 
+# its own temp dir: other Ray sessions on this machine (ray.init() joins the cluster it finds under
+# /tmp/ray) never run into this one
 HEAD = """import sys, ray
-ray.init(num_cpus=3, include_dashboard=False)
+ray.init(num_cpus=3, include_dashboard=False, _temp_dir=sys.argv[1])
 print(ray.get_runtime_context().gcs_address, flush=True)
 sys.stdin.read()   # holds the cluster until the test closes stdin
 ray.shutdown()
@@ -226,8 +230,9 @@ def test_with_ray_address(tmp_path):
     env = dict(os.environ, RAY_AUTH_MODE="disabled")   # a local test cluster: no token to hand around
     env.pop("RAY_ADDRESS", None)
     env.pop(formats.RUN_ID_ENV, None)
-    head = subprocess.Popen([sys.executable, "-c", HEAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            env=dict(env, PYTHONPATH=""), cwd=tmp_path)
+    ray_tmp = tempfile.mkdtemp(prefix="msp-ray-", dir="/tmp")   # short: Ray's socket paths live under it
+    head = subprocess.Popen([sys.executable, "-c", HEAD, ray_tmp], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, env=dict(env, PYTHONPATH=""), cwd=tmp_path)
     try:
         address = head.stdout.readline().strip()
         assert address, "the head did not start"
@@ -245,3 +250,4 @@ def test_with_ray_address(tmp_path):
     finally:
         head.stdin.close()
         head.wait(timeout=120)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
