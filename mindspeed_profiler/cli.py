@@ -16,6 +16,8 @@ COMMANDS: dict[str, str] = {
     "report": "mindspeed_profiler.commands.report",
     "compare": "mindspeed_profiler.commands.compare",
     "merge": "mindspeed_profiler.commands.merge",
+    "trigger": "mindspeed_profiler.commands.trigger",
+    "status": "mindspeed_profiler.commands.status",
 }
 ALIASES = {"analyze": "analyse"}
 

@@ -363,6 +363,8 @@ class IntegratedConfig:
     mstx_domain_include: tuple[str, ...] = setting((), _str_list())
     mstx_domain_exclude: tuple[str, ...] = setting((), _str_list())
     profile_parallel_ranks: Mapping[str, tuple[int, ...]] | None = setting(None, _parallel_ranks)
+    # listen for on-demand capture requests (mindspeed-profiler trigger; ondemand/), also with profile: false
+    dynamic: bool = setting(False, _bool)
 
     @property
     def stages(self) -> tuple[str, ...] | None:

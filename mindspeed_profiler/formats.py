@@ -16,6 +16,8 @@ describes the same things in prose; tests/test_formats.py keeps the two in step.
         <group>_rank<R>.iterations.jsonl         system_iterations_name(): the worker's iteration boundaries
         <group>_rank<R><report suffix>           system_report_name() (SYSTEM_REPORTS: per tool)
       analysis/summary.json, report.html, analysis.db
+      requests/<id>.json, requests/workers/<role>_rank<R>.json   REQUESTS_DIR: on-demand capture
+      profiler_config.json                       TORCH_NPU_DYNAMIC_FILE (torch_npu's request format)
 """
 from __future__ import annotations
 
@@ -36,6 +38,12 @@ RUN_SCHEMA = 1
 RUN_ID_KEY = "run_id"
 RUN_ID_ENV = "MINDSPEED_PROFILER_RUN_ID"
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,63}$")
+# On-demand capture (ondemand/): request files and worker states under RUN_DIR/requests/; the
+# requests a run received are listed in run.json under RUN_REQUESTS_KEY. torch_npu's dynamic
+# profiler file, RUN_DIR/profiler_config.json, is accepted as a request too.
+REQUESTS_DIR = "requests"
+RUN_REQUESTS_KEY = "requests"
+TORCH_NPU_DYNAMIC_FILE = "profiler_config.json"
 
 # ---------------------------------------------------------------------------------- captures
 
@@ -44,9 +52,9 @@ META_FILE = "mindspeed_profiler_meta.json"
 META_SCHEMA = 1
 # Every key a capture's metadata carries (docs/formats.md explains each).
 META_KEYS = (
-    "schema", "run_id", "role", "stage", "rank", "world_size", "local_rank", "parallel", "steps", "warmup_steps",
+    "schema", "run_id", "request_id", "role", "stage", "rank", "world_size", "local_rank", "parallel", "steps", "warmup_steps",
     "requested_warmup_steps", "profiled_iterations", "backend", "device", "level", "export_type", "mstx",
-    "host", "pid", "clock", "start_time", "end_time", "status", "errors", "trace_files", "options", "notes",
+    "host", "pid", "node", "clock", "start_time", "end_time", "status", "errors", "trace_files", "options", "notes",
 )
 # "recording": written when the capture starts, replaced when it ends (left: the worker never finished it)
 CAPTURE_STATUSES = ("recording", "ok", "failed", "skipped")
@@ -258,5 +266,5 @@ SUMMARY_SCHEMA = 1
 # JSON files that are never traces, wherever they lie.
 NOT_TRACE_FILES = frozenset({
     META_FILE, ASCEND_METADATA_FILE, RUN_FILE, SUMMARY_FILE, "profiler_info.json",
-    "cluster_communication.json", "cluster_communication_matrix.json", "package.json",
+    "cluster_communication.json", "cluster_communication_matrix.json", "package.json", TORCH_NPU_DYNAMIC_FILE,
 })

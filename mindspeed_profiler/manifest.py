@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import secrets
 import socket
@@ -75,7 +76,7 @@ def start_run(cfg: ProfilerConfig, *, role: str = "driver", rank: int = 0) -> Pr
     run_id = new_run_id()
     cfg = dataclasses.replace(cfg, run_id=run_id)
     os.environ[formats.RUN_ID_ENV] = run_id
-    if cfg.integrated.profile or cfg.tracer.enable:
+    if cfg.integrated.profile or cfg.tracer.enable or cfg.integrated.dynamic:
         write_run_manifest(cfg, role=role, rank=rank)
     return cfg
 
@@ -94,7 +95,37 @@ def write_run_manifest(cfg: Any, save_path: str | None = None, *, role: str = "d
         "start_time": layout.utc_now_iso(),
         "writer": {"role": role, "rank": rank, "host": socket.gethostname(), "pid": os.getpid()},
     }
+    old = read_run_manifest(path.parent)
+    if old and run_id is not None and old.get("run_id") == run_id:
+        # a worker rewriting its run's run.json keeps what others added (the on-demand requests,
+        # the process-level capture's `system` entry)
+        manifest.update({k: v for k, v in old.items() if k not in manifest})
     return layout.write_json_atomic(path, manifest)
+
+
+def read_run_manifest(run_dir: str | os.PathLike) -> dict[str, Any] | None:
+    """`<run_dir>/run.json` as a dict, or None when absent or unreadable."""
+    try:
+        with open(Path(run_dir) / formats.RUN_FILE, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def ray_node_id() -> str | None:
+    """The Ray node this process runs on, when Ray is already imported and initialised here (a
+    worker of a Ray job); never imports Ray for it."""
+    ray = sys.modules.get("ray")
+    if ray is None:
+        return None
+    try:
+        if not ray.is_initialized():
+            return None
+        node_id = ray.get_runtime_context().get_node_id()
+    except Exception:  # noqa: BLE001 - a half-imported or shutting-down Ray: no id
+        return None
+    return node_id if isinstance(node_id, str) else None
 
 
 def capture_metadata(cfg: IntegratedConfig, *, run_id: str | None, role: str, stage: str | None, rank: int, world_size: int,
@@ -106,6 +137,7 @@ def capture_metadata(cfg: IntegratedConfig, *, run_id: str | None, role: str, st
     meta = {
         "schema": formats.META_SCHEMA,
         "run_id": run_id,
+        "request_id": None,   # set for an on-demand capture: the request it answers (ondemand/)
         "role": role,
         "stage": stage or formats.ALL_DIR,
         "rank": rank,
@@ -123,6 +155,7 @@ def capture_metadata(cfg: IntegratedConfig, *, run_id: str | None, role: str, st
         "mstx": bool(cfg.mstx),
         "host": host,
         "pid": os.getpid(),
+        "node": {"host": host, "ray_node_id": ray_node_id()},
         "clock": {"wall_ns": time.time_ns(), "mono_ns": time.monotonic_ns()},
         "start_time": layout.utc_now_iso(),
         "end_time": None,

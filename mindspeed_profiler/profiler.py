@@ -78,11 +78,11 @@ class _Capture:
 class _StageScope:
     """`with prof.stage(name)`: sets STATE.stage, a tracer span, a capture per selected call."""
 
-    __slots__ = ("p", "name", "prev", "span", "cap", "rng")
+    __slots__ = ("p", "name", "prev", "span", "cap", "rng", "sub")
 
     def __init__(self, p: "IntegratedProfiler", name: str):
         self.p, self.name = p, name
-        self.span = self.cap = self.rng = None
+        self.span = self.cap = self.rng = self.sub = None
 
     def __enter__(self) -> "_StageScope":
         p, name = self.p, self.name
@@ -97,9 +97,13 @@ class _StageScope:
             if p.plan.stage_call_recorded(name, it):
                 call = p._stage_calls[name] = p._stage_calls.get(name, 0) + 1
                 self.cap = p._open_capture(name, it, it, 0, 0, call)
+        if p._ondemand is not None and p._running:
+            self.sub = p._ondemand.stage(name)  # a running on-demand capture sees the stage too
+            if self.sub is not None:
+                self.sub.__enter__()
         # the stage's timeline span opens after the capture started and closes before it is
         # exported, so the timeline shows the stage's own time and the profiler's cost beside it
-        if STATE.tracer is not None:
+        if STATE.tracer is not None and not p._follower:
             self.span = p._tracer_enter(name, formats.CAT_STAGE, {"stage": name, "iteration": p._iteration})
         if p.enabled and p._running and STATE.capture_active:
             self.rng = _stage_range(p.backend, name)
@@ -112,6 +116,8 @@ class _StageScope:
                 impl.end(token, "default")
         if self.span is not None:
             self.p._tracer_exit(self.span)
+        if self.sub is not None:
+            self.sub.__exit__(*exc)
         if self.cap is not None:
             self.p._close(self.cap)
         STATE.stage = self.prev
@@ -172,8 +178,16 @@ class IntegratedProfiler:
         self._iteration: int | None = None
         self._iter_span = None
         self._iter_busy = False  # a stage ran in the current iteration
+        # an on-demand capture's profiler follows its listener's owner: no spans or run.json of its own
+        self._follower = False
+        self._request_id: str | None = None
+        self._ondemand = None
+        if getattr(integ, "dynamic", False) and iteration_spans:
+            from mindspeed_profiler.ondemand.listener import make_listener
+
+            self._ondemand = make_listener(self, full, integ, rank, world_size)
         if not self.enabled:
-            return  # off means off: nothing built, nothing on disk
+            return  # off means off: nothing built, nothing on disk (a listener waits for requests)
         self._full = full
         self.run_id, _ = resolve_run_id(full)
         self.rank, self.world_size, self.local_rank = resolve_rank(rank, world_size)
@@ -221,6 +235,8 @@ class IntegratedProfiler:
                 if w is not None:
                     self._open = self._open_capture(None, w.first, w.last, w.warmup, w.requested_warmup)
         self._iter_busy = False
+        if self._ondemand is not None:
+            self._ondemand.started(iteration)
         if STATE.tracer is not None and self._iteration_spans:
             self._iter_span = self._tracer_enter(formats.SPAN_ITERATION, formats.CAT_ITERATION, {"iteration": iteration})
 
@@ -247,13 +263,15 @@ class IntegratedProfiler:
             w = self.plan.window_beginning_at(self._iteration)
             if w is not None:
                 self._open = self._open_capture(None, w.first, w.last, w.warmup, w.requested_warmup)
+        if self._ondemand is not None:
+            self._ondemand.boundary(self._iteration)
         self._iter_busy = False
         if STATE.tracer is not None and self._iteration_spans:
             self._iter_span = self._tracer_enter(formats.SPAN_ITERATION, formats.CAT_ITERATION, {"iteration": self._iteration})
 
     def stage(self, name: str):
         """Context manager around one call of an RL stage (actor_generate, actor_update, ...)."""
-        if not self.enabled and STATE.tracer is None:
+        if not self.enabled and STATE.tracer is None and self._ondemand is None:
             return _NULL
         return _StageScope(self, name)
 
@@ -263,6 +281,8 @@ class IntegratedProfiler:
             return
         self._running = False
         if session.ITERATION_LISTENERS: session.notify_iteration(self, "stop", self._iteration)  # noqa: E701
+        if self._ondemand is not None:
+            self._ondemand.stopped()  # a running on-demand capture exports what it recorded
         if self._iter_span is not None:
             span, self._iter_span = self._iter_span, None
             # the last step() conventionally ends the last iteration: the one it began is
@@ -340,6 +360,8 @@ class IntegratedProfiler:
                                 requested_warmup=requested, backend=backend_name,
                                 device=backend.device if backend is not None else None, host=self.host,
                                 notes=self._notes)
+        if self._request_id is not None:
+            meta["request_id"] = self._request_id  # an on-demand capture: the request it answers
         cap = _Capture(None, spec, meta, backend_name, suffix)
         if self._budget_exceeded:
             meta["status"] = "skipped"
@@ -476,7 +498,7 @@ class IntegratedProfiler:
 
     def _write_manifest_once(self) -> None:
         key = os.path.abspath(self.cfg.profile_save_path)
-        if key in session.MANIFESTS_WRITTEN:
+        if key in session.MANIFESTS_WRITTEN or self._follower:
             return
         session.MANIFESTS_WRITTEN.add(key)
         try:

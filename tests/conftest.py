@@ -50,7 +50,7 @@ def ray_cluster():
     ray = pytest.importorskip("ray")
 
     try:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
         yield
     finally:
         ray.shutdown()

@@ -67,7 +67,7 @@ class RayCluster:
     def __enter__(self) -> "RayCluster":
         import ray
 
-        env_vars = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "OMP_NUM_THREADS": "1"}
+        env_vars = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": _QUIET_WARNINGS}
         if self.cfg.run_id:  # every worker process of this run knows the run's id (also in its config)
             env_vars[RUN_ID_ENV] = self.cfg.run_id
         kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=True)
@@ -79,6 +79,9 @@ class RayCluster:
             kwargs["runtime_env"] = {"working_dir": str(REPO_ROOT), "env_vars": env_vars,
                                      "excludes": [".git", ".venv*", "profiler_data*", "*.egg-info", "__pycache__"]}
         else:
+            # a cluster of our own, never one that happens to run on this machine (ray.init() would
+            # join it, and refuse num_cpus)
+            kwargs["address"] = "local"
             kwargs["num_cpus"] = self.num_cpus or max(2, os.cpu_count() or 2)
             kwargs["runtime_env"] = {"env_vars": dict(env_vars, PYTHONPATH=_pythonpath())}
         ray.init(**kwargs)
@@ -151,6 +154,12 @@ class RayCluster:
         return out
 
 
+# Megatron-core's notes that a CPU machine lacks Apex / Transformer Engine, printed by every worker:
+# known and harmless here, they would bury the example's own output (other warnings still show).
+_QUIET_WARNINGS = ",".join(f"ignore:{m}:UserWarning" for m in (
+    "Transformer Engine and Apex are not installed", "Apex is not installed", "full scope is deprecated"))
+
+
 def _pythonpath() -> str:
     parts = [str(REPO_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     return os.pathsep.join(dict.fromkeys(parts))
@@ -162,7 +171,8 @@ def analyse_and_merge(cfg: ProfilerConfig, analyse: bool) -> dict[str, Any]:
     if cfg.tracer.enable:
         out["timeline"] = str(merge_timeline(cfg))  # where tracer.output_dir says, gzip if tracer.gzip
         print(f"timeline: {out['timeline']} (open it in https://ui.perfetto.dev)")
-    if analyse and (cfg.integrated.profile or cfg.tracer.enable):
+    wrote = cfg.integrated.profile or cfg.integrated.dynamic or cfg.tracer.enable or (cfg.system is not None and cfg.system.enabled)
+    if analyse and wrote:  # anything on disk: captures, on-demand captures, the timeline, system reports
         from mindspeed_profiler.cli import main as cli_main
 
         out["analyse_rc"] = cli_main(["analyse", cfg.integrated.profile_save_path])

@@ -84,7 +84,7 @@ def not_a_regular_file(root: Path, path: Path) -> Capture | None:
     return Capture(path=rel(root, path), kind=UNREADABLE, warnings=[why])
 
 
-def discover(root: Path, skip_dirs: tuple[str, ...] = (formats.ANALYSIS_DIR,)) -> list[Capture]:
+def discover(root: Path, skip_dirs: tuple[str, ...] = (formats.ANALYSIS_DIR, formats.REQUESTS_DIR)) -> list[Capture]:
     root = Path(root)
     kinds = input_kinds()
     if root.is_file():

@@ -1,0 +1,341 @@
+"""The worker side of on-demand capture (`integrated.dynamic: true`).
+
+A background thread polls the request sources (transport.py) once a second (a stat per file
+source, a remote call under Ray) and writes this worker's heartbeat and request states. The training thread only looks at a list
+at each iteration boundary (`IntegratedProfiler.step()`), so an idle listener costs step() an
+attribute check. An accepted request runs as a child IntegratedProfiler built from the job's
+`integrated` settings plus the request's, with the request's iterations as its window: the same
+stage / rank / level semantics as the static config, its own capture set, its id in every
+capture's metadata. Nothing here raises into training: a bad request is rejected, with the reason
+in the worker's state file.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+from mindspeed_profiler import formats
+from mindspeed_profiler.ondemand import requests as rq
+from mindspeed_profiler.ondemand import transport as tp
+
+log = logging.getLogger("mindspeed_profiler.ondemand")
+
+# One tick per second: a stat of requests/ and one of profiler_config.json (a file is read only when
+# its directory or itself changed) and, under Ray, one remote call to the run's mailbox. The state
+# file (heartbeat) is written every STATE_EVERY ticks, and at once when a request changes state.
+POLL_INTERVAL_S = 1.0
+STATE_EVERY = 2
+ITERATION_HISTORY = 8  # boundaries kept to estimate the iteration period (trigger uses it)
+
+
+@dataclasses.dataclass
+class _Entry:
+    """One request's life on this worker."""
+
+    request: rq.Request | None
+    state: str
+    reason: str | None = None
+    first: int | None = None
+    last: int | None = None
+    captures: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    child: Any = None  # the IntegratedProfiler running it
+    source: str = "file"
+    cfg: Any = None    # the child's ProfilerConfig (job settings + request, the request's window)
+    begin: int = 0     # the iteration at which the child starts (its first, less its warmup)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"state": self.state, "reason": self.reason,
+                "iterations": [self.first, self.last] if self.first is not None else None,
+                "source": self.source,
+                "captures": [{"directory": c.get("directory"), "stage": c.get("stage"), "steps": c.get("steps"),
+                              "status": c.get("status")} for c in self.captures]}
+
+
+class Listener:
+    """One per listening IntegratedProfiler (`owner`)."""
+
+    def __init__(self, owner: Any, full: Any, integ: Any, *, rank: int | None = None, world_size: int | None = None):
+        from mindspeed_profiler.manifest import resolve_run_id
+        from mindspeed_profiler.ranks import resolve_rank
+        from mindspeed_profiler.schedule import runs
+
+        self.owner = owner
+        self.full = full
+        self.integ = integ
+        self.run_dir = integ.profile_save_path
+        self.run_id, _ = resolve_run_id(full)
+        self.rank, self.world_size, _ = resolve_rank(rank, world_size)
+        self.key = tp.worker_key(owner.role, self.rank)
+        self.static_runs = tuple(runs(integ.steps)) if integ.profile else ()
+        self.pending: collections.deque[tuple[str, str, Any]] = collections.deque()  # (id, source kind, raw)
+        self.entries: dict[str, _Entry] = {}
+        self.active: _Entry | None = None   # the request whose capture runs now
+        self.queue: list[_Entry] = []       # accepted requests waiting for their first iteration, by begin
+        self._boundaries: collections.deque[tuple[int, float]] = collections.deque(maxlen=ITERATION_HISTORY)
+        self._iteration: int | None = None
+        self._dirty = True
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._sources: list[Any] = []
+        self._mailbox_source: Any = None
+        self._lock = threading.Lock()   # entries are written by the training thread, read by the poller
+
+    # ------------------------------------------------------------------ training thread
+
+    def started(self, iteration: int) -> None:
+        self._boundary(iteration)
+        if self._thread is None:
+            self._sources = [tp.RequestDirSource(self.run_dir), tp.NpuConfigSource(self.run_dir)]
+            self._thread = threading.Thread(target=self._loop, name=f"mindspeed-profiler-requests-{self.key}", daemon=True)
+            self._thread.start()
+
+    def boundary(self, iteration: int) -> None:
+        """Iteration `iteration` begins (the owner's step()): advance the running child, then
+        take the requests that arrived. Cheap when nothing is pending or running."""
+        self._boundaries.append((iteration, time.time()))
+        self._iteration = iteration
+        if self.active is None and not self.pending and not self.queue:
+            return
+        self._boundary(iteration)
+
+    def stage(self, name: str):
+        """The child's stage scope, or None."""
+        entry = self.active
+        if entry is not None and entry.child is not None:
+            return entry.child.stage(name)
+        return None
+
+    def stopped(self) -> None:
+        entry = self.active
+        if entry is not None:
+            entry.child.stop()
+            self._finish(entry, stopped_early=True)
+        for entry in self.queue:
+            self._set(entry, "rejected", reason=f"the worker stopped at iteration {self._iteration} before iteration {entry.first}")
+        self.queue = []
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._write_state()
+
+    def _boundary(self, iteration: int) -> None:
+        self._iteration = iteration
+        entry = self.active
+        if entry is not None and entry.child is not None:
+            try:
+                entry.child.step()
+            except Exception as exc:   # the profiler never raises; belt and braces
+                log.warning("on-demand capture %s: step failed: %s", entry.request.id, exc)
+            if iteration > entry.last:
+                entry.child.stop()
+                self._finish(entry)
+        while self.pending:
+            rid, kind, raw = self.pending.popleft()
+            self._take(rid, kind, raw, iteration)
+        if self.active is None and self.queue and iteration >= self.queue[0].begin:
+            self._start_child(self.queue.pop(0), iteration)
+
+    def _take(self, rid: str, kind: str, raw: Any, iteration: int) -> None:
+        if rid in self.entries:
+            return
+        if isinstance(raw, Exception):
+            self._reject(rid, kind, f"malformed request: {raw}")
+            return
+        try:
+            if kind == "torch_npu":
+                req = rq.parse_torch_npu_config(raw, rid)
+            else:
+                req = rq.parse_request(raw, rid)
+                if kind == "file":
+                    req = dataclasses.replace(req, id=rid)   # the file name is the id status shows
+                run = raw.get("run_id")
+                if run and self.run_id and run != self.run_id:
+                    return   # another run's request, left in a reused directory
+            cfg = self._child_config(req)
+        except rq.RequestError as exc:
+            self._reject(rid, kind, str(exc))
+            return
+        except Exception as exc:
+            from mindspeed_profiler.config import ProfilerConfigError
+
+            if isinstance(exc, ProfilerConfigError):
+                reason = "; ".join(f"{p.split('integrated.', 1)[-1]}: {m}" for p, m in exc.problems)
+            else:
+                reason = f"{type(exc).__name__}: {exc}"
+            self._reject(rid, kind, reason)
+            return
+        busy = [(e.request.id, e.begin, e.last) for e in ([self.active] if self.active else []) + self.queue]
+        d = rq.decide(req, role=self.owner.role, rank=self.rank, iteration=iteration,
+                      ranks_selected=cfg.integrated.rank_selected(self.rank), busy=busy, static_runs=self.static_runs,
+                      warmup=cfg.integrated.warmup_steps)
+        entry = _Entry(req, d.state, reason=d.reason, first=d.first, last=d.last, source=kind)
+        if d.state == "requested":
+            entry.cfg = _with_window(cfg, d.first, d.last)
+            entry.begin = max(iteration, d.first - cfg.integrated.warmup_steps)
+            self.queue.append(entry)
+            self.queue.sort(key=lambda e: e.begin)
+            log.info("on-demand capture %s accepted on %s: iterations %d-%d", req.id, self.key, d.first, d.last)
+        else:
+            log.info("on-demand request %s %s on %s: %s", req.id, d.state, self.key, d.reason)
+        with self._lock:
+            self.entries[req.id] = entry
+        self._dirty = True
+
+    def _child_config(self, req: rq.Request):
+        """The job's integrated settings with the request's on top, validated like a config."""
+        from mindspeed_profiler.config import _plain, validate
+
+        base = _plain(self.integ)
+        base.update(dict(req.integrated))
+        base.update(profile=True, dynamic=False, profile_steps=None, profile_step_start=1, profile_step_end=2)
+        cfg = validate({"integrated": base}, check_paths=False)
+        return dataclasses.replace(cfg, run_id=self.run_id)
+
+    def _start_child(self, entry: _Entry, iteration: int) -> None:
+        from mindspeed_profiler.profiler import IntegratedProfiler
+
+        try:
+            child = IntegratedProfiler(entry.cfg, self.owner.role, rank=self.rank, world_size=self.world_size,
+                                       iteration_spans=False)
+            child._follower = True
+            child._request_id = entry.request.id
+            child.start(iteration)
+        except Exception as exc:
+            self._set(entry, "rejected", reason=f"the capture could not start: {type(exc).__name__}: {exc}")
+            return
+        entry.child = child
+        self.active = entry
+        self._set(entry, "running")
+
+    def _finish(self, entry: _Entry, stopped_early: bool = False) -> None:
+        child = entry.child
+        entry.captures = list(child.captures) if child is not None else []
+        failed = [c for c in entry.captures if c.get("status") not in ("ok",)]
+        reason = None
+        if stopped_early:
+            reason = f"the worker stopped at iteration {self._iteration}: recorded up to there"
+        elif failed:
+            reason = f"{len(failed)} of {len(entry.captures)} capture(s) not ok: " + "; ".join(
+                "; ".join(e.get("error", "") for e in c.get("errors") or []) or str(c.get("status")) for c in failed)
+        elif not entry.captures:
+            reason = "no stage selected by the request ran in its iterations" if entry.cfg.integrated.stages else "nothing was captured"
+        self._set(entry, "done", reason=reason)
+        entry.child = None
+        self.active = None
+
+    def _reject(self, rid: str, kind: str, reason: str) -> None:
+        with self._lock:
+            self.entries[rid] = _Entry(None, "rejected", reason=reason, source=kind)
+        self._dirty = True
+        log.warning("on-demand request %s rejected on %s: %s", rid, self.key, reason)
+
+    def _set(self, entry: _Entry, state: str, reason: str | None = None) -> None:
+        entry.state = state
+        if reason is not None:
+            entry.reason = reason
+        self._dirty = True
+
+    # ------------------------------------------------------------------ poller thread
+
+    def _loop(self) -> None:
+        tick = 0
+        while not self._stop.wait(POLL_INTERVAL_S):
+            tick += 1
+            for source in list(self._sources):
+                try:
+                    for rid, raw in source.poll():
+                        self.pending.append((rid, source.kind, raw))
+                except Exception as exc:   # a failing source is reported once per kind and retried
+                    from mindspeed_profiler._warn import warn_once
+
+                    warn_once(("ondemand-poll", source.kind, type(exc).__name__), "on-demand listener of %s: polling %s "
+                              "failed (retrying): %s: %s", self.key, source.kind, type(exc).__name__, exc)
+            if self._dirty or tick % STATE_EVERY == 0:
+                self._write_state()
+            if self._mailbox_source is None:
+                self._maybe_add_mailbox()
+
+    def _maybe_add_mailbox(self) -> None:
+        """Under Ray, the run's mailbox joins the sources (made by the first worker that looks)."""
+        if self._mailbox_source is not None or not self.run_id:
+            return
+        import sys
+
+        ray = sys.modules.get("ray")
+        if ray is None or not ray.is_initialized():
+            self._mailbox_source = False
+            return
+        try:
+            box = tp.get_mailbox(self.run_id, create=True)
+        except Exception as exc:
+            from mindspeed_profiler._warn import warn_once
+
+            warn_once(("ondemand-mailbox", type(exc).__name__), "on-demand listener of %s: no Ray mailbox (requests reach it "
+                      "through %s only): %s: %s", self.key, self.run_dir, type(exc).__name__, exc)
+            self._mailbox_source = False
+            return
+        self._mailbox_source = tp.MailboxSource(box)
+        self._sources.append(self._mailbox_source)
+
+    def state(self) -> dict[str, Any]:
+        period = None
+        if len(self._boundaries) >= 2:
+            (i0, t0), (i1, t1) = self._boundaries[0], self._boundaries[-1]
+            period = (t1 - t0) / (i1 - i0) if i1 > i0 else None
+        with self._lock:
+            reqs = {rid: e.to_dict() for rid, e in self.entries.items()}
+        from mindspeed_profiler import stages
+
+        return {
+            "schema": 1, "worker": self.key, "role": self.owner.role, "rank": self.rank, "run_id": self.run_id,
+            "host": socket.gethostname(), "pid": os.getpid(),
+            "heartbeat": {"time": time.time(), "iteration": self._iteration, "iteration_period_s": period,
+                          "poll_interval_s": POLL_INTERVAL_S, "state_every": STATE_EVERY,
+                          "listening": not self._stop.is_set()},
+            "stages": list(stages.registered_stages()),
+            "requests": reqs,
+        }
+
+    def _write_state(self) -> None:
+        self._dirty = False
+        state = self.state()
+        try:
+            tp.report_file(self.run_dir, self.key, state)
+        except OSError as exc:
+            from mindspeed_profiler._warn import warn_once
+
+            warn_once(("ondemand-state", type(exc).__name__), "on-demand listener of %s: cannot write its state under %s: %s",
+                      self.key, self.run_dir, exc)
+        if self._mailbox_source:
+            try:
+                self._mailbox_source.report(self.key, state)
+            except Exception:
+                pass
+
+
+def _with_window(cfg: Any, first: int, last: int) -> Any:
+    """`cfg` recording exactly iterations [first, last] (a start / end window, never a list)."""
+    integ = dataclasses.replace(cfg.integrated, profile_steps=None, profile_step_start=first, profile_step_end=last + 1)
+    return dataclasses.replace(cfg, integrated=integ)
+
+
+def make_listener(owner: Any, full: Any, integ: Any, rank: int | None, world_size: int | None) -> Listener | None:
+    """A Listener for `owner`, or None (reported) when it cannot be made: training goes on."""
+    try:
+        return Listener(owner, full, integ, rank=rank, world_size=world_size)
+    except Exception as exc:
+        from mindspeed_profiler._warn import warn_once
+
+        warn_once(("ondemand-init", type(exc).__name__), "on-demand capture unavailable on this worker (training goes on): %s: %s",
+                  type(exc).__name__, exc)
+        return None
+
+
+__all__ = ["Listener", "make_listener", "POLL_INTERVAL_S", "formats"]

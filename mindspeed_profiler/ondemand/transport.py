@@ -1,0 +1,249 @@
+"""How requests reach the workers and how their answers come back.
+
+Files (one node, or storage shared by the nodes), under the job's `profile_save_path` (RUN_DIR):
+
+    RUN_DIR/requests/<id>.json                 a request (trigger writes it; requests.parse_request)
+    RUN_DIR/requests/workers/<role>_rank<R>.json   one worker's heartbeat and request states
+    RUN_DIR/profiler_config.json               torch_npu's dynamic-profiler file, also accepted
+
+Ray (workers on nodes that do not share RUN_DIR): a small named actor per run, the mailbox, holds
+the requests and the workers' states; workers reach it from their listener thread, `trigger` and
+`status` with `--ray-address`.
+
+Every poll is one stat or one remote call, made by the listener's background thread, never by
+step(): see listener.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from mindspeed_profiler import formats
+from mindspeed_profiler.backends.layout import write_json_atomic
+
+REQUESTS_DIR = formats.REQUESTS_DIR
+WORKERS_DIR = "workers"
+NPU_CONFIG_FILE = formats.TORCH_NPU_DYNAMIC_FILE
+MAX_REQUEST_BYTES = 1 << 20  # a request is a few hundred bytes; a bigger file is not one
+MAILBOX_NAMESPACE = "mindspeed_profiler"
+
+
+def requests_dir(run_dir: str | os.PathLike) -> Path:
+    return Path(run_dir) / REQUESTS_DIR
+
+
+def worker_key(role: str, rank: int) -> str:
+    return f"{role}_rank{rank}"
+
+
+def read_json_bounded(path: Path) -> Any:
+    """The JSON in `path`; ValueError with the reason when it is too big, not UTF-8 or not JSON."""
+    with open(path, "rb") as fh:
+        data = fh.read(MAX_REQUEST_BYTES + 1)
+    if len(data) > MAX_REQUEST_BYTES:
+        raise ValueError(f"larger than {MAX_REQUEST_BYTES} bytes: not a request")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+
+
+# ----------------------------------------------------------------------------- trigger / status side
+
+
+def submit_file(run_dir: str | os.PathLike, request: dict[str, Any]) -> Path:
+    """Write a request where the workers' listeners look (atomically: a listener never reads half)."""
+    return write_json_atomic(requests_dir(run_dir) / f"{request['id']}.json", request)
+
+
+def read_worker_states(run_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """Every worker's last state file, by worker key (unreadable ones as {"error": ...})."""
+    out: dict[str, dict[str, Any]] = {}
+    folder = requests_dir(run_dir) / WORKERS_DIR
+    if not folder.is_dir():
+        return out
+    for path in sorted(folder.glob("*.json")):
+        try:
+            state = read_json_bounded(path)
+            out[path.stem] = state if isinstance(state, dict) else {"error": "not a JSON object"}
+        except (OSError, ValueError) as exc:
+            out[path.stem] = {"error": str(exc)}
+    return out
+
+
+def read_requests(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """Every request file of the run by id (a malformed one as {"error": ...})."""
+    out: dict[str, Any] = {}
+    folder = requests_dir(run_dir)
+    if not folder.is_dir():
+        return out
+    for path in sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns):
+        try:
+            out[path.stem] = read_json_bounded(path)
+        except (OSError, ValueError) as exc:
+            out[path.stem] = {"error": str(exc)}
+    return out
+
+
+# ----------------------------------------------------------------------------- worker side: sources
+
+
+class RequestDirSource:
+    """New `RUN_DIR/requests/*.json` files: one stat of the directory per poll; the files are read
+    only when its modification time changed."""
+
+    kind = "file"
+
+    def __init__(self, run_dir: str | os.PathLike):
+        self.dir = requests_dir(run_dir)
+        self._mtime: int | None = None
+        self._seen: set[str] = set()
+
+    def _mtime_of(self, name: str) -> int:
+        try:
+            return os.stat(self.dir / name).st_mtime_ns
+        except OSError:
+            return 0
+
+    def poll(self) -> list[tuple[str, Any]]:
+        """[(request id, parsed JSON or the ValueError saying why it is unreadable)] of new files."""
+        try:
+            mtime = os.stat(self.dir).st_mtime_ns
+        except OSError:
+            return []
+        if mtime == self._mtime:
+            return []
+        self._mtime = mtime
+        out: list[tuple[str, Any]] = []
+        try:
+            # in the order they were written (trigger's ids sort by time too; equal mtimes by name)
+            names = [n for n in os.listdir(self.dir) if n.endswith(".json") and not n.startswith(".") and n not in self._seen]
+            names.sort(key=lambda n: (self._mtime_of(n), n))
+        except OSError:
+            return []
+        for name in names:
+            if name in self._seen:
+                continue
+            self._seen.add(name)
+            path = self.dir / name
+            try:
+                out.append((name[:-5], read_json_bounded(path)))
+            except (OSError, ValueError) as exc:
+                out.append((name[:-5], exc if isinstance(exc, ValueError) else ValueError(str(exc))))
+        return out
+
+
+class NpuConfigSource:
+    """torch_npu's `profiler_config.json` in RUN_DIR: each change of the file after the listener
+    started is one request (the content found at start is the baseline, not a request)."""
+
+    kind = "torch_npu"
+
+    def __init__(self, run_dir: str | os.PathLike):
+        self.path = Path(run_dir) / NPU_CONFIG_FILE
+        self._mtime = self._stat()
+
+    def _stat(self) -> int | None:
+        try:
+            return os.stat(self.path).st_mtime_ns
+        except OSError:
+            return None
+
+    def poll(self) -> list[tuple[str, Any]]:
+        mtime = self._stat()
+        if mtime is None or mtime == self._mtime:
+            return []
+        self._mtime = mtime
+        rid = f"npu-{mtime}"
+        try:
+            return [(rid, read_json_bounded(self.path))]
+        except (OSError, ValueError) as exc:
+            return [(rid, exc if isinstance(exc, ValueError) else ValueError(str(exc)))]
+
+
+# ----------------------------------------------------------------------------- Ray mailbox
+
+
+def mailbox_name(run_id: str) -> str:
+    return f"requests.{run_id}"
+
+
+def _mailbox_class():
+    import ray
+
+    @ray.remote(num_cpus=0, max_restarts=0)
+    class RequestMailbox:
+        """The run's requests and its workers' states, for workers that do not share RUN_DIR."""
+
+        def __init__(self) -> None:
+            self.requests: list[dict[str, Any]] = []
+            self.states: dict[str, dict[str, Any]] = {}
+
+        def submit(self, request: dict[str, Any]) -> int:
+            if not any(r.get("id") == request.get("id") for r in self.requests):
+                self.requests.append(request)
+            return len(self.requests)
+
+        def fetch(self, since: int) -> list[dict[str, Any]]:
+            return self.requests[since:]
+
+        def report(self, key: str, state: dict[str, Any]) -> None:
+            self.states[key] = state
+
+        def worker_states(self) -> dict[str, dict[str, Any]]:
+            return dict(self.states)
+
+    return RequestMailbox
+
+
+def get_mailbox(run_id: str, create: bool = False, timeout_s: float = 10.0) -> Any:
+    """The run's mailbox actor handle (made when `create` and missing), or None."""
+    import ray
+
+    name = mailbox_name(run_id)
+    if create:
+        return _mailbox_class().options(name=name, namespace=MAILBOX_NAMESPACE, get_if_exists=True).remote()
+    try:
+        return ray.get_actor(name, namespace=MAILBOX_NAMESPACE)
+    except ValueError:
+        return None
+
+
+class MailboxSource:
+    """Requests from the run's Ray mailbox: one remote call per poll."""
+
+    kind = "ray"
+
+    def __init__(self, mailbox: Any, timeout_s: float = 10.0):
+        self.mailbox = mailbox
+        self.timeout_s = timeout_s
+        self._cursor = 0
+
+    def poll(self) -> list[tuple[str, Any]]:
+        import ray
+
+        new = ray.get(self.mailbox.fetch.remote(self._cursor), timeout=self.timeout_s)
+        self._cursor += len(new)
+        return [(str(r.get("id")) if isinstance(r, dict) else f"ray-{self._cursor}", r) for r in new]
+
+    def report(self, key: str, state: dict[str, Any]) -> None:
+        self.mailbox.report.remote(key, state)  # fire and forget: the thread does not wait for it
+
+
+def report_file(run_dir: str | os.PathLike, key: str, state: dict[str, Any]) -> None:
+    write_json_atomic(requests_dir(run_dir) / WORKERS_DIR / f"{key}.json", state)
+
+
+def merge_states(*many: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Worker states from several places: per worker, the most recent heartbeat wins."""
+    out: dict[str, dict[str, Any]] = {}
+    for states in many:
+        for key, state in states:
+            old = out.get(key)
+            if old is None or (state.get("heartbeat") or {}).get("time", 0) >= (old.get("heartbeat") or {}).get("time", 0):
+                out[key] = state
+    return out
