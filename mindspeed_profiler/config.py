@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from mindspeed_profiler import stages as _stages
-from mindspeed_profiler.formats import RUN_ID_KEY, RUN_ID_RE, SYSTEM_DIR
+from mindspeed_profiler.formats import ROLE_RE, RUN_ID_KEY, RUN_ID_RE, SYSTEM_DIR
 
 ROOT_KEY = "profiler_config"
 MISSING = "???"  # OmegaConf's mandatory-missing marker
@@ -42,6 +42,13 @@ AIC_METRICS = (
 )
 PARALLEL_DIMS = ("tp", "pp", "dp", "cp", "ep")
 DEFAULT_SAVE_PATH = "./profiler_data"
+# The largest iteration number a config may name: a 32-bit count (2**31 - 1 iterations of one
+# second each is 68 years), what the analysis's tables hold. Windows are never expanded into lists.
+MAX_ITERATION = 2**31 - 1
+NAME_MAX = 255     # bytes in one path component (Linux file systems)
+PATH_MAX = 4096    # bytes in a whole path
+MAX_OVERRIDE_DEPTH = 16  # dotted parts in one override key (the schema is three levels deep)
+MAX_YAML_NODES = 200_000  # a config file's nodes with every YAML alias expanded (a "billion laughs" is refused)
 
 # Process-level capture of Ray worker groups is built (mindspeed_profiler/system/): an enabled
 # `system` section wraps the listed groups. (Before it was, `enabled: true` was refused at load.)
@@ -97,20 +104,23 @@ def _bool(value: Any, path: str, problems: Problems) -> Any:
     return _BAD
 
 
-def _int(minimum: int | None = None) -> Checker:
+def _int(minimum: int | None = None, maximum: int | None = None) -> Checker:
     def check(value: Any, path: str, problems: Problems) -> Any:
+        allowed = (f" >= {minimum}" if minimum is not None else "") + (f" and <= {maximum}" if maximum is not None else "")
         if isinstance(value, bool) or not isinstance(value, int):
-            problems.append((path, f"got {_describe(value)}; expected an integer" + (f" >= {minimum}" if minimum is not None else "")))
+            problems.append((path, f"got {_describe(value)}; expected an integer{allowed}"))
             return _BAD
-        if minimum is not None and value < minimum:
-            problems.append((path, f"got {value}; expected an integer >= {minimum}"))
+        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+            shown = value if abs(value) < 10**30 else f"an integer of {len(str(abs(value)))} digits"
+            problems.append((path, f"got {shown}; expected an integer{allowed}"))
             return _BAD
         return value
 
     return check
 
 
-def _number(minimum_exclusive: float | None = None, optional: bool = False) -> Checker:
+def _number(minimum_exclusive: float | None = None, optional: bool = False, *, minimum: float | None = None,
+            maximum: float | None = None) -> Checker:
     def check(value: Any, path: str, problems: Problems) -> Any:
         if value is None and optional:
             return None
@@ -119,6 +129,9 @@ def _number(minimum_exclusive: float | None = None, optional: bool = False) -> C
             return _BAD
         if minimum_exclusive is not None and not value > minimum_exclusive:
             problems.append((path, f"got {value}; expected a number > {minimum_exclusive}"))
+            return _BAD
+        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+            problems.append((path, f"got {value}; expected a number from {minimum} to {maximum}"))
             return _BAD
         return float(value)
 
@@ -173,12 +186,14 @@ def _step_list(optional: bool = True) -> Checker:
     def check(value: Any, path: str, problems: Problems) -> Any:
         if value is None and optional:
             return None
-        if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value):
+        if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_ITERATION for v in value):
             if len(set(value)) != len(value):
                 problems.append((path, f"got {list(value)}; steps must not repeat"))
                 return _BAD
             return tuple(sorted(value))
-        problems.append((path, f"got {_describe(value)}; expected a non-empty list of integers >= 1 (1-based iterations)" + (" or null" if optional else "")))
+        shown = _describe(value) if len(repr(value)) < 200 else f"a {type(value).__name__} of {len(value) if hasattr(value, '__len__') else '?'} items"
+        problems.append((path, f"got {shown}; expected a non-empty list of integers >= 1 and <= {MAX_ITERATION} (1-based iterations)"
+                               + (" or null" if optional else "")))
         return _BAD
 
     return check
@@ -270,6 +285,51 @@ def _ranks(value: Any, path: str, problems: Problems) -> Any:
     return _BAD
 
 
+def _role_ranks(value: Any, path: str, problems: Problems) -> Any:
+    """null (no per-role selection) or {role: ranks}, each ranks as in profile_ranks."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not value:
+        problems.append((path, f"got {_describe(value)}; expected a mapping of role name to ranks such as "
+                               "{actor: [0, 1], rollout: [0], ref: all}, or null (every role)"))
+        return _BAD
+    out: dict[str, Any] = {}
+    for role, ranks in value.items():
+        if not isinstance(role, str) or not ROLE_RE.match(role):
+            problems.append((f"{path}.{role}", f"role name {role!r} is not allowed: use letters, digits, '_', '.', '-' "
+                                               "(the role a profiler is built with, e.g. IntegratedProfiler(cfg, role='actor'))"))
+            continue
+        checked = _ranks(ranks, f"{path}.{role}", problems)
+        if checked is not _BAD:
+            out[role] = checked
+    return MappingProxyType(out) if len(out) == len(value) else _BAD
+
+
+def _rank_in(ranks: str | int | tuple[int, ...], rank: int) -> bool:
+    """Whether a normalized ranks value ('all', an int, a tuple) selects `rank`."""
+    if ranks == "all":
+        return True
+    return rank == ranks if isinstance(ranks, int) else rank in ranks
+
+
+def _declared_stages(value: Any, path: str, problems: Problems) -> Any:
+    """Stage names this trainer adds: registered here (validation) and in every worker (runtime)."""
+    if value is None:
+        return ()
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)):
+        problems.append((path, f"got {_describe(value)}; expected a list of stage names such as [actor_image_embeds]"))
+        return _BAD
+    ok = True
+    for name in names:
+        try:
+            _stages.register_stage(name, owner="config")
+        except ValueError as exc:
+            problems.append((path, str(exc)))
+            ok = False
+    return tuple(dict.fromkeys(names)) if ok else _BAD
+
+
 def _parallel_ranks(value: Any, path: str, problems: Problems) -> Any:
     if value is None:
         return None
@@ -292,14 +352,57 @@ def _parallel_ranks(value: Any, path: str, problems: Problems) -> Any:
     return MappingProxyType(out) if ok else _BAD
 
 
+def _path_problem(text: str) -> str | None:
+    """Why `text` cannot name a directory on this machine, or None (nothing is touched)."""
+    if "\0" in text:
+        return "contains a NUL byte"
+    try:
+        raw = os.fsencode(text)
+    except UnicodeError:
+        return "cannot be encoded for the file system"
+    if len(raw) > PATH_MAX:
+        return f"is {len(raw)} bytes long; paths hold at most {PATH_MAX}"
+    long = next((c for c in raw.split(b"/") if len(c) > NAME_MAX), None)
+    if long is not None:
+        return f"has a component of {len(long)} bytes ({long[:24].decode(errors='replace')}...); a file name holds at most {NAME_MAX}"
+    return None
+
+
+def _expand(text: str, path: str, problems: Problems) -> Any:
+    """`~` / `~user` expanded (the runtime writes where the check looked), or _BAD."""
+    try:
+        expanded = os.path.expanduser(text)
+    except (RuntimeError, KeyError, OSError) as exc:
+        problems.append((path, f"got {text!r}: cannot expand the home directory ({exc})"))
+        return _BAD
+    if text.startswith("~") and expanded == text:
+        problems.append((path, f"got {text!r}: no such user to expand {text.split('/', 1)[0]!r}"))
+        return _BAD
+    why = _path_problem(expanded)
+    if why:
+        problems.append((path, f"got {expanded[:80]!r}{'...' if len(expanded) > 80 else ''}: the path {why}"))
+        return _BAD
+    return expanded
+
+
 def _save_path(value: Any, path: str, problems: Problems) -> Any:
     if value is None or (isinstance(value, str) and not value.strip()):
         # MindSpeed-RL's own class default is "" (its docs say ./profiler_data): keep such YAMLs loading
         return DEFAULT_SAVE_PATH
-    if not isinstance(value, (str, os.PathLike)):
+    if not isinstance(value, (str, os.PathLike)) or isinstance(os.fspath(value), bytes):
         problems.append((path, f"got {_describe(value)}; expected a directory path"))
         return _BAD
-    return os.fspath(value)
+    return _expand(os.fspath(value), path, problems)
+
+
+def _dir_path(value: Any, path: str, problems: Problems) -> Any:
+    """An optional output directory (null: the default under profile_save_path)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        problems.append((path, f"got {_describe(value)}; expected a directory path or null"))
+        return _BAD
+    return _expand(value, path, problems)
 
 
 def _hint(value: Any, candidates: Iterable[str]) -> str:
@@ -340,8 +443,8 @@ class IntegratedConfig:
     stage: str | tuple[str, ...] = setting("all", _stage, mindspeed=True)  # the stage registry is read at check time
     profile_save_path: str = setting(DEFAULT_SAVE_PATH, _save_path, mindspeed=True)
     profile_export_type: str = setting("text", _choice(EXPORT_TYPES), mindspeed=True)
-    profile_step_start: int = setting(1, _int(1), mindspeed=True)
-    profile_step_end: int = setting(2, _int(1), mindspeed=True)
+    profile_step_start: int = setting(1, _int(1, MAX_ITERATION), mindspeed=True)
+    profile_step_end: int = setting(2, _int(1, MAX_ITERATION + 1), mindspeed=True)
     profile_level: str = setting("level0", _choice(PROFILE_LEVELS), mindspeed=True)
     profile_with_memory: bool = setting(False, _bool, mindspeed=True)
     profile_record_shapes: bool = setting(False, _bool, mindspeed=True)
@@ -365,6 +468,12 @@ class IntegratedConfig:
     profile_parallel_ranks: Mapping[str, tuple[int, ...]] | None = setting(None, _parallel_ranks)
     # listen for on-demand capture requests (mindspeed-profiler trigger; ondemand/), also with profile: false
     dynamic: bool = setting(False, _bool)
+    # per-role rank selection (verl's per-role profiler.enable / all_ranks / ranks): a role not listed captures nothing
+    role_ranks: Mapping[str, str | int | tuple[int, ...]] | None = setting(None, _role_ranks)
+    # false: each recorded step is its own capture (verl's profile_continuous_steps: false)
+    profile_steps_continuous: bool = setting(True, _bool)
+    # the trainer's own stage names (e.g. MindSpeed-RL's actor_image_embeds), so `stage` may select them
+    register_stages: tuple[str, ...] = setting((), _declared_stages)
 
     @property
     def stages(self) -> tuple[str, ...] | None:
@@ -374,18 +483,33 @@ class IntegratedConfig:
         return (self.stage,) if isinstance(self.stage, str) else tuple(self.stage)
 
     @property
+    def step_runs(self) -> tuple[tuple[int, int], ...]:
+        """The iterations to capture as runs of consecutive ones, (first, last) inclusive: what the
+        runtime uses, in constant memory however large the window (`profile_step_end: 10**9`)."""
+        if self.profile_steps is not None:
+            from mindspeed_profiler.schedule import runs
+
+            return tuple(runs(self.profile_steps))
+        return ((self.profile_step_start, self.profile_step_end - 1),)
+
+    def step_recorded(self, iteration: int) -> bool:
+        return any(first <= iteration <= last for first, last in self.step_runs)
+
+    @property
     def steps(self) -> tuple[int, ...]:
-        """The 1-based iterations to capture: the explicit list, else [start, end)."""
+        """The 1-based iterations to capture, listed: the explicit list, else [start, end). For
+        reading a config; the runtime never lists a window (it uses step_runs)."""
         if self.profile_steps is not None:
             return self.profile_steps
         return tuple(range(self.profile_step_start, self.profile_step_end))
 
-    def rank_selected(self, rank: int) -> bool:
-        if self.profile_ranks == "all":
-            return True
-        if isinstance(self.profile_ranks, int):
-            return rank == self.profile_ranks
-        return rank in self.profile_ranks
+    def rank_selected(self, rank: int, role: str | None = None) -> bool:
+        """Whether `rank` captures: profile_ranks, and with `role` given and role_ranks set, that
+        role's own ranks too (a role role_ranks does not list selects no rank)."""
+        if role is not None and self.role_ranks is not None:
+            if role not in self.role_ranks or not _rank_in(self.role_ranks[role], rank):
+                return False
+        return _rank_in(self.profile_ranks, rank)
 
     def stage_selected(self, stage: str) -> bool:
         selected = self.stages
@@ -397,9 +521,10 @@ class TracerConfig:
     """`profiler_config.tracer`: the cross-worker timeline (RLinf's cluster.tracer, done better)."""
 
     enable: bool = setting(False, _bool)
-    output_dir: str | None = setting(None, _str(optional=True))  # default: <profile_save_path>/timeline
+    output_dir: str | None = setting(None, _dir_path)  # default: <profile_save_path>/timeline
     flush_every_events: int = setting(4096, _int(1))
-    flush_interval_s: float = setting(2.0, _number(0.0))
+    # the flusher thread sleeps this long between flushes: too short spins a core, too long never flushes
+    flush_interval_s: float = setting(2.0, _number(minimum=0.01, maximum=3600.0))
     buffer_max_events: int = setting(1_000_000, _int(1))
     sink: str = setting("file", _choice(TRACER_SINKS))
     clock_sync: bool = setting(True, _bool)
@@ -417,7 +542,7 @@ class SystemConfig:
     enabled: bool = setting(True, _bool)
     worker_groups: str | tuple[str, ...] | None = setting(None, _worker_groups)  # "all", names, or None
     steps: tuple[int, ...] | None = setting(None, _step_list())
-    output_dir: str | None = setting(None, _str(optional=True))  # default: <profile_save_path>/system
+    output_dir: str | None = setting(None, _dir_path)  # default: <profile_save_path>/system
     options: Mapping[str, str] = setting({}, _scalar_map)
     flags: tuple[str, ...] = setting((), _str_list())
     args: Mapping[str, str] = setting({}, _scalar_map)
@@ -490,6 +615,22 @@ _SECTION_SCHEMAS: Mapping[str, Mapping[str, Checker]] = MappingProxyType(
 )
 
 
+def _field_keys(raw: Mapping[str, Any], schema: Mapping[str, Checker], path: str, problems: Problems) -> dict[str, Any]:
+    """The section's keys as fields: `profile-ranks` is `profile_ranks` (MindSpeed-RL's loader reads
+    '-' as '_'; a field given both ways is a problem), and `register_stages` comes first so that
+    `stage` may name what it declares."""
+    out: dict[Any, Any] = {}
+    written: dict[Any, Any] = {}
+    for key, value in raw.items():
+        name = key.replace("-", "_") if isinstance(key, str) and key not in schema and key.replace("-", "_") in schema else key
+        if name in out:
+            problems.append((f"{path}.{name}", f"is given twice, as {written[name]!r} and {key!r} ('-' reads as '_'); keep one"))
+            continue
+        out[name], written[name] = value, key
+    first = {k: out.pop(k) for k in ("register_stages",) if k in out}
+    return {**first, **out}
+
+
 def _check_section(name: str, raw: Any, problems: Problems) -> dict[str, Any] | None:
     """Type-check one section; returns its normalized fields (bad ones omitted) or None."""
     path = f"{ROOT_KEY}.{name}"
@@ -499,6 +640,7 @@ def _check_section(name: str, raw: Any, problems: Problems) -> dict[str, Any] | 
     if not isinstance(raw, Mapping):
         problems.append((path, f"got {_describe(raw)}; expected a mapping of fields"))
         return None
+    raw = _field_keys(raw, schema, path, problems)
     out: dict[str, Any] = {}
     for key, value in raw.items():
         if key not in schema:
@@ -543,7 +685,11 @@ def _check_integrated(f: dict[str, Any], had_bad: bool, problems: Problems, chec
 
 def _unwritable(path: str) -> str | None:
     """Why `path` cannot be used as an output directory, or None. Creates nothing."""
-    target = Path(path).expanduser()
+    try:
+        target = Path(path).expanduser()
+        target.exists()
+    except (OSError, RuntimeError, ValueError) as exc:
+        return f"got {path[:80]!r}: cannot be used as a path ({type(exc).__name__}: {exc})"
     if target.exists():
         if not target.is_dir():
             return f"got {path!r}: it exists and is a file, not a directory"
@@ -661,21 +807,72 @@ def _to_container(source: Any) -> Any:
         raise ProfilerConfigError([(where, f"cannot resolve: {msg}")]) from None
 
 
-def _read_source(source: Any) -> tuple[Any, str]:
-    if isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        if not path.exists():
-            raise ProfilerConfigError([(str(path), "config file not found")])
-        if path.is_dir():
-            raise ProfilerConfigError([(str(path), "is a directory; expected a YAML file")])
-        import yaml
+def _expanded_size(node: Any, memo: dict[int, int], limit: int) -> int:
+    """How many nodes `node` (a composed YAML node) stands for with every alias expanded; stops
+    counting past `limit`. Aliases share node objects, so the memo keeps this linear in the file."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = limit + 1  # a node inside itself (a recursive alias) expands without end
+    total = 1
+    value = node.value
+    if isinstance(value, list):
+        for item in value:
+            for child in (item if isinstance(item, tuple) else (item,)):
+                total += _expanded_size(child, memo, limit)
+                if total > limit:
+                    break
+            if total > limit:
+                break
+    memo[key] = total
+    return total
 
+
+def _load_yaml(path: Path) -> Any:
+    """safe_load with a bound on alias expansion (a 279-byte "billion laughs" file expands to
+    millions of nodes: refused before anything is built from it)."""
+    import yaml
+
+    where = str(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProfilerConfigError([(where, f"not UTF-8 text (byte {exc.start}: {exc.reason}); save the YAML as UTF-8")]) from None
+    except OSError as exc:
+        raise ProfilerConfigError([(where, f"cannot read: {exc.strerror or exc}")]) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is not None and _expanded_size(node, {}, MAX_YAML_NODES) > MAX_YAML_NODES:
+            raise ProfilerConfigError([(where, f"YAML aliases expand to more than {MAX_YAML_NODES:,} nodes (a \"billion laughs\" "
+                                               f"file?); expand the anchors by hand or use fewer")])
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ProfilerConfigError([(where, f"not valid YAML: {str(exc)[:2000]}")]) from None
+    except RecursionError:
+        raise ProfilerConfigError([(where, "nested too deeply to be a config")]) from None
+
+
+def _read_source(source: Any) -> tuple[Any, str]:
+    if isinstance(source, (bytes, bytearray)) or (isinstance(source, os.PathLike) and isinstance(os.fspath(source), bytes)):
+        raise ProfilerConfigError([(repr(source)[:200], "expected a path as text (str), not bytes")])
+    if isinstance(source, (str, os.PathLike)):
+        where = os.fspath(source)
+        shown = where if len(where) <= 200 else where[:200] + "..."
+        why = _path_problem(where)
+        if why:
+            raise ProfilerConfigError([(shown, f"not a usable config file path: it {why}")])
+        if where.startswith("~") and os.path.expanduser(where) == where:
+            raise ProfilerConfigError([(shown, f"no such user to expand {where.split('/', 1)[0]!r}")])
         try:
-            with open(path, encoding="utf-8") as fh:
-                data = yaml.safe_load(fh)
-        except yaml.YAMLError as exc:
-            raise ProfilerConfigError([(str(path), f"not valid YAML: {exc}")]) from None
-        return data, str(path)
+            path = Path(where).expanduser()
+            exists, is_dir = path.exists(), path.is_dir()
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise ProfilerConfigError([(shown, f"not a usable config file path ({type(exc).__name__}: {exc})")]) from None
+        if not exists:
+            raise ProfilerConfigError([(shown, "config file not found")])
+        if is_dir:
+            raise ProfilerConfigError([(shown, "is a directory; expected a YAML file")])
+        return _load_yaml(path), str(path)
     return _to_container(source), "<dict>"
 
 
@@ -685,6 +882,11 @@ def _find_block(data: Any, origin: str) -> dict[str, Any]:
         return {}
     if not isinstance(data, Mapping):
         raise ProfilerConfigError([(origin, f"got {_describe(data)} at the top level; expected a mapping")])
+    from mindspeed_profiler.config_dialects import find_block  # verl / RLinf / MindSpeed-RL spellings, notes reported
+
+    translated = find_block(data)
+    if translated is not None:
+        return translated
     if ROOT_KEY in data:
         block = _to_container(data[ROOT_KEY])
         if block is None:
@@ -725,6 +927,10 @@ def _parse_override(text: str) -> tuple[list[str], Any]:
         parts = parts[1:]
     if not parts:
         raise ProfilerConfigError([(text, "override has no key")])
+    if len(parts) > MAX_OVERRIDE_DEPTH:
+        raise ProfilerConfigError([(text[:120] + ("..." if len(text) > 120 else ""),
+                                    f"override key has {len(parts)} dotted parts; the config is 3 levels deep "
+                                    f"(e.g. profiler_config.integrated.stage=actor_update)")])
     try:
         value = yaml.safe_load(raw_value) if raw_value.strip() else None
     except yaml.YAMLError as exc:
@@ -796,17 +1002,33 @@ def load_config(source: Any = None, overrides: Iterable[str] = (), *, check_path
     whole training YAML (the `profiler_config` key is found) or the block itself.
     `overrides`: dotted `key=value` strings, e.g. `profiler_config.integrated.stage=actor_update`
     (the `profiler_config.` prefix is optional; values are parsed as YAML).
-    Returns typed, immutable objects; raises ProfilerConfigError listing every problem.
+    Returns typed, immutable objects; raises ProfilerConfigError listing every problem, and nothing
+    else whatever the input (docs/reliability.md).
     """
+    try:
+        return _load(source, overrides, check_paths)
+    except RecursionError:
+        raise ProfilerConfigError([(ROOT_KEY, "nested too deeply to be a config (a value inside thousands of lists or mappings)")]) from None
+
+
+def _load(source: Any, overrides: Any, check_paths: bool) -> ProfilerConfig:
     if isinstance(source, ProfilerConfig):
         block: dict[str, Any] = source.to_dict()[ROOT_KEY]
     else:
         data, origin = _read_source(source)
         block = _deep_copy(_find_block(data, origin))
+    if overrides is None:
+        overrides = ()
     if isinstance(overrides, str):
         overrides = [overrides]
+    if isinstance(overrides, (bytes, bytearray)) or not isinstance(overrides, Iterable):
+        raise ProfilerConfigError([("overrides", f"got {_describe(overrides)}; expected a list of strings such as "
+                                                 f"['profiler_config.integrated.stage=actor_update']")])
     errors: list[tuple[str, str]] = []
     for text in overrides:
+        if not isinstance(text, str):
+            errors.append(("overrides", f"got {_describe(text)} in the list; each override is a string key=value"))
+            continue
         try:
             parts, value = _parse_override(text)
         except ProfilerConfigError as exc:

@@ -44,7 +44,7 @@ def profiler_start(cfg: Any, role: str = "integrated", profiler_iteration: int |
         prof = IntegratedProfiler(cfg, role, **kwargs)
         prof.start()
         return prof
-    if integ.stages is None or not integ.stage_selected(role) or profiler_iteration not in integ.steps:
+    if integ.stages is None or not integ.stage_selected(role) or not integ.step_recorded(profiler_iteration):
         return None
     worker_role = kwargs.pop("worker_role", role)
     return _StageShot(IntegratedProfiler(cfg, worker_role, iteration_spans=False, **kwargs), role, profiler_iteration)

@@ -82,15 +82,15 @@ def _register_stages(stage: Any) -> None:
             _stages.register_stage(name, owner="mindspeed_rl")
 
 
-def _rank_selected(cfg: ProfilerConfig) -> bool:
-    return cfg.integrated.rank_selected(resolve_rank()[0])
+def _rank_selected(cfg: ProfilerConfig, role: str) -> bool:
+    return cfg.integrated.rank_selected(resolve_rank()[0], role)
 
 
 def get_grpo_profiler(profiler_config: Any, role: str = None):
     """MindSpeed-RL's get_grpo_profiler: a profiler for `role` (not started), or None when
     profiling is off or this rank is not selected."""
     got = as_config(profiler_config)
-    if got is None or not got[0].integrated.profile or not _rank_selected(got[0]):
+    if got is None or not got[0].integrated.profile or not _rank_selected(got[0], role or got[1]):
         return None
     cfg, cfg_role = got
     return IntegratedProfiler(cfg, role or cfg_role)
@@ -109,14 +109,14 @@ def profiler_start(profiler_config: Any, role: str = "profiler_data", profiler_i
         return None
     if integ.stages is None and role != cfg_role:
         return None
-    if not integ.profile or not _rank_selected(cfg):
+    if not integ.profile or not _rank_selected(cfg, _worker_role(cfg_role)):
         return None
     if integ.stages is None:   # the worker-level profiler: the whole window, stepped once per iteration
         prof = IntegratedProfiler(cfg, _worker_role(cfg_role))
         prof.start()
         return prof
     # one capture of this stage call, at its iteration (the window's first when the caller does not say)
-    iteration = profiler_iteration if profiler_iteration is not None else integ.steps[0]
+    iteration = profiler_iteration if profiler_iteration is not None else integ.step_runs[0][0]
     return _StageShot(IntegratedProfiler(cfg, _worker_role(cfg_role), iteration_spans=False), role, iteration)
 
 

@@ -191,7 +191,12 @@ class IntegratedProfiler:
         self._full = full
         self.run_id, _ = resolve_run_id(full)
         self.rank, self.world_size, self.local_rank = resolve_rank(rank, world_size)
-        self.rank_selected = integ.rank_selected(self.rank)
+        self.rank_selected = integ.rank_selected(self.rank, self.role)
+        if integ.role_ranks is not None and self.role not in integ.role_ranks:
+            warn_once(("role_ranks", self.role), "role %r is not in integrated.role_ranks (%s): its profiler captures nothing",
+                      self.role, ", ".join(integ.role_ranks))
+        for name in integ.register_stages:  # the config's own stages are known in this process too
+            _stages.register_stage(name, owner="config")
         self.plan = plan_from_config(integ)
         self.backend = backend  # chosen through the registry at start() unless given
         self._backend_error: BaseException | None = None

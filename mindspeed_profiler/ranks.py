@@ -25,7 +25,19 @@ def resolve_rank(rank: int | None = None, world_size: int | None = None) -> tupl
 
 
 def env_int(name: str) -> int | None:
-    try:
-        return int(os.environ[name])
-    except (KeyError, ValueError):
+    """A non-negative integer from the environment, or None. A value set but unusable (not an
+    integer, negative, beyond 32 bits) is reported once and ignored: rank 0 / world size 1 then."""
+    raw = os.environ.get(name)
+    if raw is None:
         return None
+    try:
+        value = int(raw)
+        if 0 <= value < 2**31:
+            return value
+    except ValueError:
+        pass
+    from mindspeed_profiler._warn import warn_once
+
+    warn_once(("env-int", name, raw[:40]), "environment %s=%r is not a rank number (an integer from 0 to 2**31 - 1): "
+              "ignored, the profiler uses its default", name, raw[:40])
+    return None

@@ -112,6 +112,25 @@ def union_of_domains(profilers: list["IntegratedProfiler"]) -> tuple[tuple[str, 
     return (), tuple(sorted(set.intersection(*open_ended) - included))
 
 
+def _after_fork_in_child() -> None:
+    """A process forked from a profiled one (a DataLoader worker, a helper started with fork)
+    inherits its running profilers and live captures. They are the parent's: the child never
+    steps, exports or rewrites them (at its exit neither), and starts with none of its own."""
+    for prof in list(RUNNING):
+        prof._running = False
+        if getattr(prof, "_ondemand", None) is not None:
+            prof._ondemand = None  # its polling thread did not survive the fork anyway
+    RUNNING.clear()
+    LIVE_CAPTURES.clear()
+    MANIFESTS_WRITTEN.clear()
+    STATE.capture_active = False
+    STATE.mstx_enabled = False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 @atexit.register
 def stop_all() -> None:
     """Export whatever is still open when the interpreter exits."""

@@ -26,7 +26,7 @@ SECTIONS = {"integrated": C.IntegratedConfig, "tracer": C.TracerConfig, "system"
 # Fields the runtime does not read yet, each with the reason a user cannot be misled by it (none now).
 NOT_READ_YET: dict[tuple[str, str], str] = {}
 # config.py accessors that stand for the fields they read (the runtime calls them)
-DERIVED = {"stages", "steps", "rank_selected", "stage_selected", "timeline_dir", "system_output_dir"}
+DERIVED = {"stages", "steps", "step_runs", "step_recorded", "rank_selected", "stage_selected", "timeline_dir", "system_output_dir"}
 
 
 def _in_runtime(filename: str) -> bool:
@@ -82,7 +82,9 @@ def run_scenarios(tmp_path: Path, integrated: Callable = lambda c: c) -> None:
     torch_cfg = load_config({
         "integrated": {"profile": True, "mstx": True, "profile_save_path": str(tmp_path / "t"), "backend": "torch",
                        "profile_step_start": 2, "profile_step_end": 3, "warmup_steps": 1, "trace_size_budget_mb": 100,
-                       "profile_parallel_ranks": {"tp": [0]}, "mstx_domain_exclude": ["noisy"]},
+                       "profile_parallel_ranks": {"tp": [0]}, "mstx_domain_exclude": ["noisy"],
+                       "role_ranks": {"actor": [0], "ref": "all"}, "profile_steps_continuous": False,
+                       "register_stages": ["rollout_reward"]},
         "tracer": {"enable": True, "gzip": True}})
     init_tracer(torch_cfg, role="driver", rank=0)
     try:

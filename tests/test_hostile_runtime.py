@@ -136,3 +136,217 @@ def test_sigterm_exports_the_open_capture_and_closes_the_segment(tmp_path):
     records = [json.loads(line) for line in seg.read_text().splitlines()]
     assert any(isinstance(r, dict) and r.get("type") == "close" for r in records)
     assert sum(isinstance(r, list) and r[2] == "stage" for r in records) >= 3
+
+
+# ----------------------------------------------------------------------------- config items (2-5), fork (7)
+
+
+def test_a_huge_window_is_never_listed(tmp_path):
+    """profile_step_end: 10**9 built a tuple of every step (4.4 s and 1 GB at 10**7): now constant."""
+    import tracemalloc
+
+    cfg = load_config({"integrated": {"profile": True, "profile_save_path": str(tmp_path), "backend": "torch",
+                                      "profile_step_start": 10**9 - 2, "profile_step_end": 10**9}})
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    prof = IntegratedProfiler(cfg, role="actor", rank=0, world_size=1)
+    prof.start(iteration=10**9 - 3)
+    for _ in range(4):
+        with prof.stage("actor_update"):
+            pass
+        prof.step()
+    prof.stop()
+    elapsed = time.perf_counter() - t0
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert elapsed < 5 and peak < 20 * 2**20, (elapsed, peak)
+    (d,) = capture_dirs(tmp_path)
+    assert meta_of(d)["steps"] == [10**9 - 2, 10**9 - 1]
+    with pytest.raises(Exception) as info:
+        load_config({"integrated": {"profile_step_end": 10**30}})
+    assert "profile_step_end" in str(info.value) and "2147483648" in str(info.value) and "31 digits" in str(info.value)
+
+
+@pytest.mark.parametrize("block, field, words", [
+    ({"integrated": {"profile_save_path": "/tmp/a\0b"}}, "integrated.profile_save_path", "NUL byte"),
+    ({"tracer": {"output_dir": "/tmp/x\0"}}, "tracer.output_dir", "NUL byte"),
+    ({"integrated": {"profile_save_path": "/tmp/" + "d" * 300 + "/x"}}, "integrated.profile_save_path", "at most 255"),
+    ({"tracer": {"output_dir": "/" + "a/" * 2100}}, "tracer.output_dir", "at most 4096"),
+    ({"integrated": {"profile_save_path": "~no_such_user_here/x"}}, "integrated.profile_save_path", "no such user"),
+    ({"tracer": {"flush_interval_s": 1e300}}, "tracer.flush_interval_s", "from 0.01 to 3600"),
+    ({"tracer": {"flush_interval_s": 1e-300}}, "tracer.flush_interval_s", "from 0.01 to 3600"),
+])
+def test_config_values_that_would_break_at_run_time_fail_at_load(block, field, words):
+    from mindspeed_profiler.config import ProfilerConfigError
+
+    with pytest.raises(ProfilerConfigError) as info:
+        load_config(block)
+    assert f"profiler_config.{field}" in str(info.value) and words in str(info.value), str(info.value)
+
+
+def test_home_directory_paths_are_expanded_where_checked_and_used():
+    cfg = load_config({"integrated": {"profile_save_path": "~/prof"}, "tracer": {"output_dir": "~/tl"}}, check_paths=False)
+    assert cfg.integrated.profile_save_path == os.path.expanduser("~/prof") and not cfg.tracer.output_dir.startswith("~")
+
+
+def test_a_negative_rank_in_the_environment_falls_back_with_a_warning(tmp_path, monkeypatch, caplog):
+    from mindspeed_profiler._warn import reset_warnings
+
+    reset_warnings()
+    monkeypatch.setenv("RANK", "-5")
+    monkeypatch.setenv("WORLD_SIZE", "many")
+    cfg = load_config({"integrated": {"profile": True, "profile_save_path": str(tmp_path), "backend": "torch"}})
+    with caplog.at_level("WARNING"):
+        train(IntegratedProfiler(cfg, role="actor"), 2)
+    (d,) = capture_dirs(tmp_path)
+    assert d.name.startswith("actor_rank0_") and meta_of(d)["world_size"] == 1
+    assert "RANK='-5' is not a rank number" in caplog.text and "WORLD_SIZE='many'" in caplog.text
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda p: p.write_bytes(b"profiler_config:\n  integrated:\n    stage: \xff\xfe\n"), "not UTF-8"),
+    (lambda p: None, "not found"),
+])
+def test_load_config_raises_only_config_errors_for_files(tmp_path, make, words):
+    from mindspeed_profiler.config import ProfilerConfigError
+
+    path = tmp_path / "c.yaml"
+    make(path)
+    with pytest.raises(ProfilerConfigError) as info:
+        load_config(path)
+    assert words in str(info.value)
+
+
+@pytest.mark.parametrize("source, overrides, words", [
+    ("~nouser_x/config.yaml", (), "no such user"),
+    ("/tmp/" + "x" * 5000, (), "bytes long"),
+    (None, ["integrated" + ".a" * 5000 + "=1"], "dotted parts"),
+    (None, None, None),
+    (None, 5, "expected a list of strings"),
+    (None, b"integrated.profile=true", "expected a list of strings"),
+    (None, [b"integrated.profile=true"], "each override is a string"),
+    ({"integrated": {"stage": [[[[1]]]]}}, (), "unknown stage"),
+    (b"/tmp/config.yaml", (), "not bytes"),
+])
+def test_load_config_raises_only_config_errors(source, overrides, words):
+    from mindspeed_profiler.config import ProfilerConfigError
+
+    if words is None:  # overrides=None means none
+        assert load_config(source, overrides).integrated.profile is False
+        return
+    with pytest.raises(ProfilerConfigError) as info:
+        load_config(source, overrides)
+    assert words in str(info.value) and len(str(info.value)) < 5000
+
+
+def test_a_deeply_nested_value_is_a_config_error():
+    from mindspeed_profiler.config import ProfilerConfigError
+
+    value: object = 1
+    for _ in range(5000):
+        value = [value]
+    with pytest.raises(ProfilerConfigError) as info:
+        load_config({"integrated": {"stage": value}})
+    assert "nested too deeply" in str(info.value)
+
+
+def test_yaml_alias_bomb_is_refused_fast(tmp_path):
+    """The 279-byte "billion laughs" file cost check-config 6 s and 200 MB; each level x9."""
+    import tracemalloc
+
+    from mindspeed_profiler.config import ProfilerConfigError
+
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for i, name in enumerate("bcdefghi"):
+        prev = "abcdefghi"[i]
+        lines.append(f"{name}: &{name} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]")
+    lines.append("profiler_config: {integrated: {stage: *i}}")
+    path = tmp_path / "lol.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    with pytest.raises(ProfilerConfigError) as info:
+        load_config(path)
+    elapsed = time.perf_counter() - t0
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert "aliases expand to more than" in str(info.value) and len(str(info.value)) < 1000
+    assert elapsed < 2 and peak < 50 * 2**20, (elapsed, peak)
+    # a config with a few ordinary anchors still loads
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("base: &base {profile: true, stage: actor_update}\nprofiler_config:\n  integrated: *base\n")
+    assert load_config(ok, check_paths=False).integrated.stage == "actor_update"
+
+
+FORK_CHILD = """
+import os, sys, torch
+from mindspeed_profiler import IntegratedProfiler, load_config
+cfg = load_config({"integrated": {"profile": True, "profile_save_path": sys.argv[1], "backend": "torch",
+                                  "profile_step_start": 1, "profile_step_end": 3}})
+prof = IntegratedProfiler(cfg, role="actor", rank=0, world_size=1)
+prof.start()
+torch.ones(8).sum()
+pid = os.fork()
+if pid == 0:          # the child works, then ends the profiler it inherited, as a worker's code does
+    torch.ones(8).sum()
+    prof.step()       # not its profiler: nothing happens
+    prof.stop()       # before the fix: exported the parent's capture again and rewrote its metadata
+    sys.stdout.flush()
+    os._exit(0)       # as multiprocessing's children do (a forked torch.profiler hangs torch's own exit)
+os.waitpid(pid, 0)
+prof.step(); prof.step()
+prof.stop()
+print(pid)
+"""
+
+
+def test_a_forked_child_never_exports_the_parents_capture(tmp_path):
+    out = subprocess.run([sys.executable, "-c", FORK_CHILD, str(tmp_path)], capture_output=True, text=True, timeout=120,
+                         cwd=str(REPO_ROOT))
+    assert out.returncode == 0, out.stderr[-2000:]
+    child_pid = int(out.stdout.strip().splitlines()[-1])
+    (d,) = capture_dirs(tmp_path)
+    meta = meta_of(d)
+    assert meta["pid"] != child_pid and meta["status"] == "ok" and meta["steps"] == [1, 2]
+    traces = list(d.glob("*.pt.trace.json*"))
+    assert len(traces) == 1 and str(child_pid) not in traces[0].name
+
+
+# ----------------------------------------------------------------------------- what held: kept as tests
+
+
+@pytest.mark.parametrize("value, words", [
+    ("!!python/object/apply:os.system ['echo pwned']", "not valid YAML"),
+    (".nan", "expected an integer"),
+    (".inf", "expected an integer"),
+    ("!!binary aGVsbG8=", "expected an integer"),
+    ("2026-11-30", "expected an integer"),
+])
+def test_hostile_yaml_values_are_config_errors(tmp_path, value, words):
+    from mindspeed_profiler.config import ProfilerConfigError
+
+    path = tmp_path / "c.yaml"
+    path.write_text(f"profiler_config:\n  integrated:\n    profile_step_start: {value}\n")
+    with pytest.raises(ProfilerConfigError) as info:
+        load_config(path)
+    assert words in str(info.value)
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_keyboard_interrupt_mid_capture_keeps_the_capture(tmp_path):
+    import torch
+
+    cfg = load_config({"integrated": {"profile": True, "profile_save_path": str(tmp_path), "backend": "torch",
+                                      "profile_step_start": 1, "profile_step_end": 3}})
+    prof = IntegratedProfiler(cfg, role="actor", rank=0, world_size=1)
+    prof.start()
+    with pytest.raises(KeyboardInterrupt):
+        try:
+            with prof.stage("actor_update"):
+                torch.ones(4).sum()
+                raise KeyboardInterrupt
+        finally:
+            prof.stop()  # what a trainer's `finally` (or the interpreter's exit) does
+    (d,) = capture_dirs(tmp_path)
+    meta = meta_of(d)
+    assert meta["status"] == "ok" and meta["steps"] == [1, 1] and "stopped early" in " ".join(meta["notes"])

@@ -84,3 +84,66 @@ def test_recorded_steps_are_exactly_the_configured_ones(steps, warmup):
         prev_last = w.last
     plan = make_plan(sorted(steps), warmup)
     assert [i for w in plan.windows for i in w.steps] == sorted(steps)
+
+
+# --- profile_steps_continuous: false (verl's profile_continuous_steps: false): one capture per step ---
+
+
+def opened(plan, iterations: int) -> list[Window]:
+    """The windows a profiler opens over iterations 1..N, as IntegratedProfiler does: the window
+    resumed at start, then at each step (the open one closes after its last iteration)."""
+    out, current = [], plan.window_resumed_at(1)
+    if current is not None:
+        out.append(current)
+    for it in range(2, iterations + 1):
+        if current is not None and it - 1 >= current.last:
+            current = None
+        if current is None:
+            current = plan.window_beginning_at(it)
+            if current is not None:
+                out.append(current)
+    return out
+
+
+def test_per_step_windows_for_a_list():
+    steps = [2, 3, 4, 7]
+    assert [(w.first, w.last) for w in opened(make_plan(steps), 10)] == [(2, 4), (7, 7)]
+    per_step = make_plan(steps, continuous_steps=False)
+    assert [(w.first, w.last) for w in opened(per_step, 10)] == [(2, 2), (3, 3), (4, 4), (7, 7)]
+    assert per_step.windows == make_plan(steps).windows   # kept per run: cut as they are reached
+
+
+def test_per_step_warmup_only_before_a_run():
+    plan = make_plan([3, 4, 6], warmup=2, continuous_steps=False)
+    assert [(w.begin, w.first, w.last, w.warmup) for w in opened(plan, 8)] == [(1, 3, 3, 2), (4, 4, 4, 0), (5, 6, 6, 1)]
+
+
+def test_per_step_from_config_and_resume():
+    cfg = load_config({"integrated": {"profile": True, "profile_step_start": 3, "profile_step_end": 6,
+                                      "profile_steps_continuous": False}}).integrated
+    plan = plan_from_config(cfg)
+    assert [(w.first, w.last) for w in opened(plan, 8)] == [(3, 3), (4, 4), (5, 5)]
+    assert plan.window_resumed_at(4) == Window(4, 4, 0, 0)
+    assert plan.window_resumed_at(2) is None and plan.window_resumed_at(6) is None
+    # stage mode is one capture per stage call already: the setting changes nothing there
+    staged = make_plan([3, 4], stages=("actor_update",), continuous_steps=False)
+    assert staged.windows == () and staged.stage_call_recorded("actor_update", 4)
+
+
+def test_per_step_huge_window_costs_nothing():
+    cfg = load_config({"integrated": {"profile": True, "profile_step_start": 1, "profile_step_end": 10**9,
+                                      "profile_steps_continuous": False}}).integrated
+    plan = plan_from_config(cfg)
+    assert len(plan.windows) == 1
+    assert plan.window_beginning_at(5 * 10**8) == Window(5 * 10**8, 5 * 10**8, 0, 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.integers(1, 60), min_size=1, max_size=15), st.integers(0, 5))
+def test_per_step_records_exactly_the_configured_steps_one_per_capture(steps, warmup):
+    ws = opened(make_plan(sorted(steps), warmup, continuous_steps=False), 61)
+    assert [w.first for w in ws] == sorted(steps) and all(w.first == w.last for w in ws)
+    prev_last = 0
+    for w in ws:
+        assert w.begin > prev_last and 0 <= w.warmup <= warmup   # a warm-up never overlaps a recorded step
+        prev_last = w.last

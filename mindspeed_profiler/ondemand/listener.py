@@ -63,7 +63,6 @@ class Listener:
     def __init__(self, owner: Any, full: Any, integ: Any, *, rank: int | None = None, world_size: int | None = None):
         from mindspeed_profiler.manifest import resolve_run_id
         from mindspeed_profiler.ranks import resolve_rank
-        from mindspeed_profiler.schedule import runs
 
         self.owner = owner
         self.full = full
@@ -72,7 +71,7 @@ class Listener:
         self.run_id, _ = resolve_run_id(full)
         self.rank, self.world_size, _ = resolve_rank(rank, world_size)
         self.key = tp.worker_key(owner.role, self.rank)
-        self.static_runs = tuple(runs(integ.steps)) if integ.profile else ()
+        self.static_runs = integ.step_runs if integ.profile else ()
         self.pending: collections.deque[tuple[str, str, Any]] = collections.deque()  # (id, source kind, raw)
         self.entries: dict[str, _Entry] = {}
         self.active: _Entry | None = None   # the request whose capture runs now
@@ -173,7 +172,7 @@ class Listener:
             return
         busy = [(e.request.id, e.begin, e.last) for e in ([self.active] if self.active else []) + self.queue]
         d = rq.decide(req, role=self.owner.role, rank=self.rank, iteration=iteration,
-                      ranks_selected=cfg.integrated.rank_selected(self.rank), busy=busy, static_runs=self.static_runs,
+                      ranks_selected=cfg.integrated.rank_selected(self.rank, self.owner.role), busy=busy, static_runs=self.static_runs,
                       warmup=cfg.integrated.warmup_steps)
         entry = _Entry(req, d.state, reason=d.reason, first=d.first, last=d.last, source=kind)
         if d.state == "requested":

@@ -223,7 +223,7 @@ def decide(req: Request, *, role: str, rank: int, iteration: int, ranks_selected
     if req.roles is not None and role not in req.roles:
         return Decision("skipped", reason=f"role {role!r} not in roles {list(req.roles)}")
     if not ranks_selected:
-        return Decision("skipped", reason=f"rank {rank} not selected by profile_ranks")
+        return Decision("skipped", reason=f"rank {rank} not selected by profile_ranks / role_ranks")
     if req.iterations is not None:
         first, last = req.iterations
         if first < iteration:
