@@ -23,6 +23,7 @@ time. The sections below are assembled from `docs/perf_*.md` by `benchmarks/asse
 | `bench_ondemand.py` | the idle cost of `dynamic: true` (listening for on-demand requests) per step() and stage() | On-demand capture |
 | `bench_markers.py`, `bench_tracer.py` | a decorated call with profiling off; a span with the tracer on vs RLinf's per-event Ray call | Markers and tracer |
 | `bench_analyse.py` | analysis vs raw JSON parse vs HolisticTraceAnalysis; a 500 MB trace in bounded memory | Offline analysis |
+| `bench_analyse_ray.py` | `analyse --ray` on 1,200 captures over simulated nodes: bytes sent to the driver, driver memory, wall time vs the local pool | Offline analysis |
 """
 
 

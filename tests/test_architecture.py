@@ -2,6 +2,8 @@
 
 - the offline analysis never loads the runtime (profiler, session, backends, markers, the tracer's
   recorder / api), torch or torch_npu: it runs on any machine, and merging a timeline is offline work;
+- Ray is optional for the analysis: loaded only by `analyse --ray` (analysis/ray_batch.py, which
+  imports it only when it runs);
 - formats.py, the on-disk contract, needs nothing but the standard library.
 
 Each check runs in a fresh interpreter and lists the forbidden modules it saw loaded; the
@@ -21,6 +23,7 @@ from conftest import SHARED_DATA
 RUNTIME = ("mindspeed_profiler.profiler", "mindspeed_profiler.session", "mindspeed_profiler.mindspeed_api",
            "mindspeed_profiler.mstx", "mindspeed_profiler.backends", "mindspeed_profiler.tracing",
            "mindspeed_profiler._state", "mindspeed_profiler.integrations", "torch", "torch_npu")
+OPTIONAL = ("ray",)   # the analysis loads it only with --ray
 
 
 def loaded_forbidden(code: str, forbidden: tuple[str, ...] = RUNTIME) -> list[str]:
@@ -77,7 +80,16 @@ def test_analysis_loads_no_runtime(run_dir, tmp_path):
         assert main(["report", {run_dir!r}]) == 0
         assert main(["merge", {run_dir!r}, "-q"]) == 0
         RunAnalysis({run_dir!r}).captures()
-    """)
+    """, RUNTIME + OPTIONAL)
+    assert loaded == []
+
+
+def test_the_ray_dispatch_imports_ray_only_when_it_runs():
+    loaded = loaded_forbidden("""
+        import mindspeed_profiler.analysis.ray_batch
+        from mindspeed_profiler.cli import main
+        assert main(["analyse", "/nonexistent-dir", "--address", "x"]) == 2   # --address needs --ray
+    """, RUNTIME + OPTIONAL)
     assert loaded == []
 
 

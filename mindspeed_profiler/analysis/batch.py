@@ -7,6 +7,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -194,35 +195,64 @@ def cross_capture_rows(captures: list[dict], runs: list[str]) -> list[dict]:
     return rows
 
 
-def analyse_directory(root: str | Path, jobs: int | None = None, export_type: str = "text", top_n: int = 20,
-                      html: bool = True, threshold: float = 1.2, progress: bool | None = None,
-                      out_dir: str | Path | None = None, log: Callable[[str], None] | None = None,
-                      python: str = sys.executable, write: bool = True, run: str | None = None,
-                      limits: Limits | None = None) -> tuple[dict, int]:
-    """Analyse everything under `root` (only run `run`'s captures when given); write the outputs
-    (unless write=False); return (summary, exit code)."""
-    t_start = time.perf_counter()
-    root = Path(root)
-    log = log or (lambda m: print(m, file=sys.stderr))
+@dataclass
+class Collected:
+    """What the dispatch hands to the cross-capture tables and outputs (one code path for both)."""
+
+    results: list[dict]                     # analyse_capture results: {"capture", "events"}
+    unparsed: list[dict]                    # captures that stay unanalysed (status "unparsed", error = why)
+    base: Path                              # the directory DIR/analysis goes in (unless out_dir)
+    warnings: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)   # more summary keys (with --ray: "ray")
+    root: Path | None = None                # DIR as this machine names it, when not `root` (--ray: ~ and $VARS expanded)
+
+
+def collect_here(root: Path, jobs: int, top_n: int, export_type: str, progress: bool, fn: Callable,
+                 limits: Limits, log: Callable[[str], None], python: str, run: str | None) -> Collected:
+    """Discover, prepare and analyse on this machine (a pool of worker processes)."""
     if not root.exists():
         raise FileNotFoundError(f"analyse: directory {str(root)!r} does not exist")
-    jobs = jobs or os.cpu_count() or 1
-    if progress is None:
-        progress = sys.stderr.isatty()
     base = root if root.is_dir() else root.parent
     caps = discover(root)
     if run is not None:
         caps = select_run(base, caps, run)
     reasons = prepare(base, caps, jobs, export_type, log, python)
     todo = [c for c in caps if c.path not in reasons]
-    limits = limits or default_limits()
-    results = run_captures(base, todo, jobs, top_n, export_type == "db", progress, limits=limits)
-    captures = [r["capture"] for r in results]
+    results = run_captures(base, todo, jobs, top_n, export_type == "db", progress, fn, limits=limits)
+    unparsed = []
     for c in caps:
         if c.path in reasons:
             d = c.to_dict()
             d.update(status=UNPARSED, error=reasons[c.path])
-            captures.append(d)
+            unparsed.append(d)
+    return Collected(results, unparsed, base)
+
+
+def analyse_directory(root: str | Path, jobs: int | None = None, export_type: str = "text", top_n: int = 20,
+                      html: bool = True, threshold: float = 1.2, progress: bool | None = None,
+                      out_dir: str | Path | None = None, log: Callable[[str], None] | None = None,
+                      python: str = sys.executable, write: bool = True, run: str | None = None,
+                      limits: Limits | None = None, ray: bool = False, ray_address: str | None = None,
+                      ray_task_cpus: float = 0.5, fn: Callable = analyse_capture) -> tuple[dict, int]:
+    """Analyse everything under `root` (only run `run`'s captures when given); write the outputs
+    (unless write=False); return (summary, exit code). With ray=True, on every node of a Ray
+    cluster, each capture where it lies (ray_batch.py; `root` as each node sees it)."""
+    t_start = time.perf_counter()
+    root = Path(root)
+    log = log or (lambda m: print(m, file=sys.stderr))
+    jobs = jobs or os.cpu_count() or 1
+    if progress is None:
+        progress = sys.stderr.isatty()
+    limits = limits or default_limits()
+    if ray:
+        from .ray_batch import RayOptions, analyse_on_ray
+        got = analyse_on_ray(root, RayOptions(address=ray_address, task_cpus=ray_task_cpus), jobs=jobs, top_n=top_n,
+                             export_type=export_type, progress=progress, fn=fn, limits=limits, log=log,
+                             python=None if python == sys.executable else python, run=run)
+    else:
+        got = collect_here(root, jobs, top_n, export_type, progress, fn, limits, log, python, run)
+    results, base = got.results, got.base
+    captures = [r["capture"] for r in results] + got.unparsed
     captures.sort(key=lambda c: c["path"])
     runs = runs_of(captures)
     rows = cross_capture_rows(captures, runs)
@@ -232,16 +262,17 @@ def analyse_directory(root: str | Path, jobs: int | None = None, export_type: st
     code = EXIT_NOTHING_FOUND if not captures else EXIT_OK if counts["ok"] == len(captures) else EXIT_SOME_FAILED
     timelines = [c for c in captures if c.get("timeline") and c["status"] == "ok"]
     summary = {
-        "schema": formats.SUMMARY_SCHEMA, "tool": "mindspeed-profiler analyse", "root": str(root.resolve()),
+        "schema": formats.SUMMARY_SCHEMA, "tool": "mindspeed-profiler analyse", "root": str((got.root or root).resolve()),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "options": {"jobs": jobs, "export_type": export_type, "top": top_n, "threshold": threshold},
         "counts": counts, "exit_code": code,
         "captures": captures,
         "runs": runs,
-        "warnings": _run_warnings(runs, run),
+        "warnings": _run_warnings(runs, run) + got.warnings,
         "stage_rank": rows,
         "slow_ranks": crossrank.slow_ranks(rows, threshold),
         "timeline": timelines[0]["timeline"] if timelines else None,
+        **got.extra,
         "elapsed_s": None,
     }
     if not captures:

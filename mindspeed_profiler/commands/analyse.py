@@ -8,6 +8,9 @@ torch_npu when it works here), timelines (timeline.json[.gz] or *.seg.jsonl) and
 cluster_step_trace_time.csv. Writes DIR/analysis/summary.json, report.html (and analysis.db with
 --export-type db). No device and no torch_npu are needed for parsed data.
 
+With --ray [--address ADDR]: on every node of a Ray cluster, each capture on the node whose disk
+holds it (DIR as each node sees it); only the per-capture summaries come back (docs/analysis.md).
+
 Exit codes: 0 every capture analysed; 1 some captures failed or could not be parsed (each is
 reported with its path and reason; the rest are analysed); 2 usage error; 3 nothing found.
 """
@@ -39,6 +42,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--capture-memory-mb", type=int, default=None, metavar="MB",
                         help="memory one capture's analysis may take in a worker (default: half of this machine's)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no tables on the terminal")
+    ray = parser.add_argument_group("on a Ray cluster, where the data lives (docs/analysis.md)")
+    ray.add_argument("--ray", action="store_true",
+                     help="discover DIR on every node of the Ray cluster (DIR as each node sees it: a relative DIR is "
+                          "taken from this directory, quoted ~ / $VARS are expanded on each node) and analyse each "
+                          "capture on the node that holds it; only the summaries come back")
+    ray.add_argument("--address", default=None, metavar="ADDR",
+                     help="the Ray cluster (default: RAY_ADDRESS, else a cluster started on this machine with "
+                          "`ray start`, else a new local one)")
+    ray.add_argument("--ray-task-cpus", type=float, default=None, metavar="CPUS",
+                     help="CPUs each capture's task reserves on its node (default: 0.5)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,19 +69,39 @@ def run(args: argparse.Namespace) -> int:
     if not args.capture_timeout > 0 or (args.capture_memory_mb is not None and args.capture_memory_mb < 64):
         print("analyse: --capture-timeout must be > 0 and --capture-memory-mb >= 64", file=sys.stderr)
         return 2
+    if not args.ray and (args.address is not None or args.ray_task_cpus is not None):
+        print("analyse: --address and --ray-task-cpus need --ray", file=sys.stderr)
+        return 2
+    if args.ray_task_cpus is not None and not args.ray_task_cpus > 0:
+        print(f"analyse: --ray-task-cpus must be > 0, got {args.ray_task_cpus}", file=sys.stderr)
+        return 2
     from mindspeed_profiler.analysis.batch import default_limits
     from mindspeed_profiler.analysis.pool import Limits
 
     limits = Limits(timeout_s=args.capture_timeout, memory_mb=args.capture_memory_mb or default_limits().memory_mb)
+    ray_options, setup_errors, where = {}, (), args.directory
+    if args.ray:   # ray itself is imported by the analysis, only now
+        from mindspeed_profiler.analysis.ray_batch import RaySetupError, driver_dir
+
+        setup_errors = (RaySetupError,)
+        ray_options = {"ray": True, "ray_address": args.address, "ray_task_cpus": args.ray_task_cpus or 0.5}
+        where = str(driver_dir(args.directory))
+        if args.output is None and "$" in where:
+            print(f"analyse --ray: {args.directory} names a variable not set here: give -o DIR for the outputs",
+                  file=sys.stderr)
+            return 2
     try:
         summary, code = analyse_directory(args.directory, jobs=args.jobs, export_type=args.export_type,
                                           top_n=args.top or 20, html=not args.no_html, threshold=args.threshold,
-                                          out_dir=args.output, run=args.run, limits=limits)
+                                          out_dir=args.output, run=args.run, limits=limits, **ray_options)
+    except setup_errors as exc:   # () without --ray: catches nothing
+        print(f"analyse --ray: {exc}", file=sys.stderr)
+        return 2
     except RunNotFound as exc:
         print(f"analyse: --run {args.run}: {exc}", file=sys.stderr)
         return 2
     except FileNotFoundError as exc:
-        if not os.path.exists(args.directory):
+        if not args.ray and not os.path.exists(args.directory):
             print(str(exc), file=sys.stderr)
             return EXIT_NOTHING_FOUND
         print(f"analyse: cannot write the outputs: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -80,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"analyse: nothing to analyse under {args.directory} (no *_pt / *_ascend_pt captures, Kineto JSON, "
               "timeline or cluster_step_trace_time.csv)", file=sys.stderr)
         return code
-    out = args.output or os.path.join(args.directory if os.path.isdir(args.directory) else os.path.dirname(args.directory) or ".", "analysis")
+    as_dir = os.path.isdir(where) or (args.ray and not os.path.isfile(where))   # --ray: DIR may not be here
+    out = args.output or os.path.join(where if as_dir else os.path.dirname(where) or ".", "analysis")
     c = summary["counts"]
     print(f"analysed {c['ok']}/{c['found']} captures ({c['failed']} failed, {c['unparsed']} not parsed) "
           f"in {summary['elapsed_s']} s -> {out}", file=sys.stderr, flush=True)
