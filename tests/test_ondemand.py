@@ -55,8 +55,12 @@ class Loop:
 
     def iteration(self, settle: bool = True) -> None:
         torch = self.torch
-        if settle:  # requests written before this iteration have been seen
-            time.sleep(lst.POLL_INTERVAL_S * 10)
+        if settle:  # requests written before this iteration have been seen: a whole poll after now
+            listener = self.prof._ondemand
+            target = listener.polls_started + 1
+            deadline = time.monotonic() + 30
+            while listener.polls_done < target and time.monotonic() < deadline:
+                time.sleep(lst.POLL_INTERVAL_S / 2)
         for stage in self.stages:
             with self.prof.stage(stage):
                 if stage.endswith("update"):

@@ -84,6 +84,7 @@ class Listener:
         self._sources: list[Any] = []
         self._mailbox_source: Any = None
         self._lock = threading.Lock()   # entries are written by the training thread, read by the poller
+        self.polls_started = self.polls_done = 0
 
     # ------------------------------------------------------------------ training thread
 
@@ -247,6 +248,7 @@ class Listener:
         tick = 0
         while not self._stop.wait(POLL_INTERVAL_S):
             tick += 1
+            self.polls_started = tick
             for source in list(self._sources):
                 try:
                     for rid, raw in source.poll():
@@ -260,6 +262,7 @@ class Listener:
                 self._write_state()
             if self._mailbox_source is None:
                 self._maybe_add_mailbox()
+            self.polls_done = tick   # every source polled this many times (tests wait on it)
 
     def _maybe_add_mailbox(self) -> None:
         """Under Ray, the run's mailbox joins the sources (made by the first worker that looks)."""
