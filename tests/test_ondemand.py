@@ -172,8 +172,10 @@ def test_resolve_next_predicts_past_the_poll_cycle():
                                           "poll_interval_s": 1.0}},
             "actor_rank1": {"heartbeat": {"time": now, "iteration": 11, "iteration_period_s": 0.5,
                                           "poll_interval_s": 1.0}}}
-    # rank 0 may be at 10 + (2 + 1 + 1) / 1 = 14 when every listener has polled; rank 1 at 11 + 2/0.5 = 15
-    assert tg.resolve_next(2, live, now) == (16, 17)
+    # rank 0 may be at 10 + (2 + 1 + 2) / 1 = 15 when every listener has polled; rank 1 at 11 + 3/0.5 = 17
+    assert tg.resolve_next(2, live, now) == (18, 19)
+    live["actor_rank1"]["heartbeat"]["fastest_period_s"] = 0.25   # the fastest recent pace counts: 11 + 3/0.25 = 23
+    assert tg.resolve_next(2, live, now) == (24, 25)
     assert tg.resolve_next(2, {"a": {"heartbeat": {"time": now, "iteration": 3}}}, now) is None  # no period yet
 
 

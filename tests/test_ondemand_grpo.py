@@ -34,7 +34,10 @@ def _env() -> dict[str, str]:
 def _train(save: Path, actions: dict[int, callable] | None = None) -> dict[int, str]:
     """Run the example; call actions[i] once iteration i was printed; return {iteration: row}."""
     proc = subprocess.Popen(
+        # twice the example's work per iteration (about 0.5 s here): nearer a real job's pace, where a
+        # request's poll-and-boundary latency is a few iterations, not twenty
         [sys.executable, str(REPO_ROOT / "examples" / "grpo" / "train_grpo.py"), "--no-analyse", f"grpo.iterations={ITERATIONS}",
+         "grpo.prompts_per_iteration=16", "grpo.update_epochs=8",
          f"profiler_config.integrated.profile_save_path={save}", "profiler_config.integrated.profile=false",
          "profiler_config.integrated.dynamic=true"],
         cwd="/", env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -287,10 +287,14 @@ class Listener:
         self._sources.append(self._mailbox_source)
 
     def state(self) -> dict[str, Any]:
-        period = None
-        if len(self._boundaries) >= 2:
-            (i0, t0), (i1, t1) = self._boundaries[0], self._boundaries[-1]
-            period = (t1 - t0) / (i1 - i0) if i1 > i0 else None
+        period = fastest = None
+        marks = list(self._boundaries)
+        steps = [(t1 - t0) / (i1 - i0) for (i0, t0), (i1, t1) in zip(marks, marks[1:]) if i1 > i0]
+        if steps:
+            period = sorted(steps)[len(steps) // 2]
+            # the fastest recent iteration: a window with a capture export in it must not make the
+            # trigger think the job is slower than it is (it would ask for iterations already begun)
+            fastest = min(steps)
         with self._lock:
             reqs = {rid: e.to_dict() for rid, e in self.entries.items()}
         from mindspeed_profiler import stages
@@ -299,6 +303,7 @@ class Listener:
             "schema": 1, "worker": self.key, "role": self.owner.role, "rank": self.rank, "run_id": self.run_id,
             "host": socket.gethostname(), "pid": os.getpid(),
             "heartbeat": {"time": time.time(), "iteration": self._iteration, "iteration_period_s": period,
+                          "fastest_period_s": fastest,
                           "poll_interval_s": POLL_INTERVAL_S, "state_every": STATE_EVERY,
                           "listening": not self._stop.is_set()},
             "stages": list(stages.registered_stages()),

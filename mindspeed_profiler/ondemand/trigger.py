@@ -4,7 +4,8 @@ back what every worker did with it (`mindspeed-profiler trigger` / `status`).
 "The next N iterations" is resolved here to absolute iterations, the same for every worker: from the
 workers' heartbeats (their iteration, when they wrote it, their iteration period) the trigger
 predicts the highest iteration any worker may have reached by the time every listener has polled
-(its poll cycle plus a second of slack), and asks for the N after that. Without heartbeats (the
+(its poll cycle plus two seconds of slack, at the fastest recent iteration pace), and asks for the
+N after that. Without heartbeats (the
 job started a moment ago) each worker takes the next N from its own next boundary.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ from mindspeed_profiler.manifest import read_run_manifest
 from mindspeed_profiler.ondemand import requests as rq
 from mindspeed_profiler.ondemand import transport as tp
 
-SLACK_S = 1.0            # added to the listeners' poll cycle when predicting where the workers are
+SLACK_S = 2.0            # added to the listeners' poll cycle when predicting where the workers are
 STALE_AFTER_S = 15.0     # a heartbeat older than this (and than 5 poll cycles) means the worker is gone
 
 
@@ -78,7 +79,8 @@ def resolve_next(steps: int, live: Mapping[str, Mapping[str, Any]], now: float, 
     predicted: list[float] = []
     for st in live.values():
         hb = st.get("heartbeat") or {}
-        it, period, t = hb.get("iteration"), hb.get("iteration_period_s"), hb.get("time")
+        it, t = hb.get("iteration"), hb.get("time")
+        period = hb.get("fastest_period_s") or hb.get("iteration_period_s")
         if not isinstance(it, int) or not isinstance(period, (int, float)) or period <= 0 or not isinstance(t, (int, float)):
             return None
         cycle = float(hb.get("poll_interval_s") or 1.0)
