@@ -46,6 +46,10 @@ setup(
             "omegaconf>=2.3",
             "py-spy>=0.3",  # system.backend: py_spy wraps Ray workers on any machine (docs/system-profiling.md)
         ],
+        # The reference tools the cross-check tests run on the same inputs (tests/test_crosscheck.py):
+        # msprof-analyze (Ascend; no CANN needed) and HolisticTraceAnalysis (Kineto). Never a
+        # runtime dependency; `./run test` installs them, CI requires them (MSP_REQUIRE_CROSSCHECK=1).
+        "crosscheck": ["msprof-analyze==26.2.0", "HolisticTraceAnalysis==0.5.0"],
         # Ascend only. Never installed in CI: without CANN it cannot import, and it breaks
         # `import torch` unless TORCH_DEVICE_BACKEND_AUTOLOAD=0.
         "npu": ["torch-npu"],

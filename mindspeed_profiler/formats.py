@@ -146,18 +146,31 @@ ASCEND_OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 ASCEND_TRACE_VIEW = "trace_view.json"
 ASCEND_KERNEL_DETAILS = "kernel_details.csv"
 ASCEND_STEP_TRACE = "step_trace_time.csv"
-# The parsed text files the analysis reads, in the order it prefers them.
-ASCEND_TEXT_FILES = (ASCEND_TRACE_VIEW, ASCEND_KERNEL_DETAILS, ASCEND_STEP_TRACE)
+ASCEND_COMMUNICATION = "communication.json"
+ASCEND_COMMUNICATION_MATRIX = "communication_matrix.json"
+ASCEND_MEMORY_RECORD = "memory_record.csv"
+# The parsed text files the analysis reads (a capture uses what it has: docs/analysis.md).
+ASCEND_TEXT_FILES = (ASCEND_TRACE_VIEW, ASCEND_KERNEL_DETAILS, ASCEND_STEP_TRACE, ASCEND_COMMUNICATION,
+                     ASCEND_COMMUNICATION_MATRIX, ASCEND_MEMORY_RECORD)
 ASCEND_DB_GLOB = "ascend_pytorch_profiler*.db"
+# torch_npu's own analysis db beside the parsed output (its StepTraceTime table is
+# step_trace_time.csv's rows); not our DIR/analysis/analysis.db
+ASCEND_ANALYSIS_DB = "analysis.db"
 # Other files torch_npu writes beside them (claimed with the capture, never read as traces).
 ASCEND_SIDE_FILES = frozenset({
-    "operator_details.csv", "op_statistic.csv", "api_statistic.csv", "communication.json",
-    "communication_matrix.json", "memory_record.csv", "operator_memory.csv", "npu_module_mem.csv",
-    "data_preprocess.csv", "l2_cache.csv", "op_summary.csv",
+    "operator_details.csv", "op_statistic.csv", "api_statistic.csv", "operator_memory.csv", "npu_module_mem.csv",
+    "data_preprocess.csv", "l2_cache.csv", "op_summary.csv", "static_op_mem.csv",
 })
 ASCEND_METADATA_FILE = "profiler_metadata.json"
-# msprof-analyze's cluster output.
+ASCEND_INFO_PREFIX = "profiler_info"   # profiler_info_<rank>.json: rank_id, level, export type
+# msprof-analyze's cluster output (`msprof-analyze cluster -d DIR`, in cluster_analysis_output/).
 CLUSTER_STEP_TRACE_FILE = "cluster_step_trace_time.csv"
+CLUSTER_COMMUNICATION_FILE = "cluster_communication.json"
+CLUSTER_MATRIX_FILE = "cluster_communication_matrix.json"
+CLUSTER_GROUP_FILE = "communication_group.json"
+CLUSTER_DB_FILE = "cluster_analysis.db"
+CLUSTER_FILES = (CLUSTER_STEP_TRACE_FILE, CLUSTER_COMMUNICATION_FILE, CLUSTER_MATRIX_FILE, CLUSTER_GROUP_FILE,
+                 CLUSTER_DB_FILE)
 
 # ---------------------------------------------------------------------------------- system (process-level)
 
@@ -265,6 +278,7 @@ DB_FILE = "analysis.db"
 SUMMARY_SCHEMA = 1
 # JSON files that are never traces, wherever they lie.
 NOT_TRACE_FILES = frozenset({
-    META_FILE, ASCEND_METADATA_FILE, RUN_FILE, SUMMARY_FILE, "profiler_info.json",
-    "cluster_communication.json", "cluster_communication_matrix.json", "package.json", TORCH_NPU_DYNAMIC_FILE,
+    META_FILE, ASCEND_METADATA_FILE, RUN_FILE, SUMMARY_FILE, "profiler_info.json", ASCEND_COMMUNICATION,
+    ASCEND_COMMUNICATION_MATRIX, CLUSTER_COMMUNICATION_FILE, CLUSTER_MATRIX_FILE, CLUSTER_GROUP_FILE, "package.json",
+    TORCH_NPU_DYNAMIC_FILE,
 })

@@ -108,3 +108,18 @@ def runtime_warnings(caplog):
 def tracer_cfg(save_path, **tracer) -> dict:
     """A profiler_config dict with the tracer on, writing under `save_path`."""
     return {"integrated": {"profile_save_path": str(save_path)}, "tracer": {"enable": True, **tracer}}
+
+
+@pytest.fixture(scope="session")
+def ascend_sets(tmp_path_factory):
+    """Real Ascend capture sets by name (tests/ascend_data.py: SETS), unpacked once, read-only;
+    a set from ../shared that is absent skips the test, saying where it was looked for."""
+    import ascend_data
+
+    ascend_data.use_root(tmp_path_factory.mktemp("ascend_sets"))
+
+    def get(name: str) -> Path:
+        if not ascend_data.available(name):
+            pytest.skip(f"{name}: {ascend_data.SETS[name].source} not found (../shared/ascend-2rank; MSP_SHARED_ASCEND)")
+        return ascend_data.ascend_set(name)
+    return get

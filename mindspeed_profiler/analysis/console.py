@@ -221,14 +221,44 @@ def _communication(con: Console, summary: dict) -> None:
                         for t in (comm.get("top") or [])[:2])
         rows.append([_t(c.get("stage") or ""), _t(_worker(c) or c["path"]), _ms(host.get("total_us")),
                      _pct(host.get("share_of_wall")), _ms(dev.get("total_us")), _ms(dev.get("exposed_us")),
-                     _ms(dev.get("overlapped_us")), _pct(dev.get("share_of_busy")), top])
+                     _ms(dev.get("overlapped_us")), _pct(dev.get("share_of_busy")),
+                     _pct((comm.get("collectives") or {}).get("wait_share")), top])
     hidden = len(caps) - len(rows)
     note = ("host: the time covered by collective calls (gloo, nccl, c10d; nested ones once), % of the capture's "
-            "wall; device: collective kernels, the exposed part (not hidden under compute) as % of the busy time")
+            "wall; device: collective kernels / ops, the exposed part (not hidden under compute) as % of the busy time; "
+            "waiting: the collectives' wait time for other ranks (Ascend communication.json)")
     con.print(_table("Communication per capture",
                      [("stage", {}), ("worker", {}), ("host ms", R), ("host % of wall", R), ("device ms", R),
-                      ("exposed ms", R), ("overlapped ms", R), ("exposed % of busy", R), ("top collectives", FOLD)],
+                      ("exposed ms", R), ("overlapped ms", R), ("exposed % of busy", R), ("waiting % of collectives", R),
+                      ("top collectives", FOLD)],
                      rows, caption=note + (f". {hidden} more captures hidden" if hidden else "")))
+
+
+def _breakdown(con: Console, summary: dict) -> None:
+    """Per capture (rank) and step: msprof-analyze's breakdown, from whichever file gave it; and
+    msprof-analyze's own cluster rows."""
+    rows = []
+    for c in _trace_caps(summary):
+        for r in c.get("step_trace") or []:
+            rows.append([_t(c.get("stage") or ""), _t(_worker(c) or c["path"]), _t(c.get("device_id")), _t(r.get("step")),
+                         _ms(r.get("computing_us")), _ms(r.get("communication_exposed_us")), _ms(r.get("overlapped_us")),
+                         _ms(r.get("free_us")), _ms(r.get("bubble_us")), _ms(r.get("preparing_us")), _ms(r.get("stage_us")),
+                         _t(c.get("step_trace_source"))])
+    for c in summary.get("captures", []):
+        if c["status"] == "ok" and c["kind"] == "cluster":
+            for r in sorted(c.get("ranks") or [], key=lambda r: (_rank_key(r.get("rank")), str(r.get("step")))):
+                rows.append(["", _t(r.get("rank")), "", _t(r.get("step")), _ms(r.get("computing_us")),
+                             _ms(r.get("communication_exposed_us")), _ms(r.get("overlapped_us")), _ms(r.get("free_us")),
+                             _ms(r.get("bubble_us")), _ms(r.get("preparing_us")), _ms(r.get("stage_us")),
+                             _t(f"msprof-analyze: {c['path']}")])
+    if not rows:
+        return
+    hidden = len(rows) - MAX_ROWS
+    con.print(_table("Step breakdown (ms; msprof-analyze's definition)",
+                     [("stage", {}), ("worker", {}), ("device", R), ("step", R), ("computing", R), ("comm not overlapped", R),
+                      ("overlapped", R), ("free", R), ("bubble", R), ("preparing", R), ("step (stage)", R), ("from", FOLD)],
+                     rows[:MAX_ROWS], caption=f"{hidden} more rows (all in summary.json)" if hidden > 0 else None))
+    con.print()
 
 
 def _iterations_shown(its: list[dict]) -> tuple[list[dict], dict | None]:
@@ -354,12 +384,19 @@ def _warnings(con: Console, summary: dict) -> None:
     for w, paths in grouped.items():
         where = paths[0] if len(paths) == 1 else f"{len(paths)} captures: {', '.join(paths[:3])}{' ...' if len(paths) > 3 else ''}"
         out.append(f"[yellow]warning[/yellow] ({_t(where)}): {_t(w)}")
+    partial: dict[str, list[str]] = {}
+    for c in summary.get("captures", []):
+        for m in c.get("missing") or []:
+            partial.setdefault(str(m), []).append(c["path"])
+    for m, paths in partial.items():
+        where = paths[0] if len(paths) == 1 else f"{len(paths)} captures: {', '.join(paths[:3])}{' ...' if len(paths) > 3 else ''}"
+        out.append(f"[cyan]partial[/cyan] ({_t(where)}): cannot say {_t(m)}")
     for c in summary.get("captures", []):
         if c["status"] != "ok":
             out.append(f"[red]{_t(c['status'])}[/red] {_t(c['path'])}: {_t(c.get('error'))}")
     if out:
         con.print()
-        con.print(f"[bold]Warnings and failures[/bold] ({len(out)})")
+        con.print(f"[bold]Warnings, partial captures and failures[/bold] ({len(out)})")
         for ln in out:
             con.print("  " + ln, highlight=False)
 
@@ -439,6 +476,7 @@ def print_summary(summary: dict, top_n: int = 10, console: Console | None = None
     _captures(con, summary)
     _stages(con, summary, max(1, top_n))
     con.print()
+    _breakdown(con, summary)
     _communication(con, summary)
     _timeline(con, summary)
     _slow_ranks(con, summary)

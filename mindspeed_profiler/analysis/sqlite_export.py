@@ -2,7 +2,8 @@
 
 Tables (docs/analysis.md "Outputs" lists the columns and useful queries):
   runs, captures, warnings, communication, collectives, events, ops / kernels (each capture's top
-  lists), op_totals / kernel_totals (every name), annotations, steps, stage_rank, slow_ranks,
+  lists), op_totals / kernel_totals (every name), annotations, steps, step_breakdown (msprof-analyze's
+  per-step fields of Ascend captures and of msprof-analyze's cluster files), stage_rank, slow_ranks,
   spans (every stage span of the timeline, not only the Gantt's), timeline_iterations,
   timeline_stages, timeline_idle, stage_worker.
 Types: times are REAL microseconds, counts and ranks INTEGER, flags INTEGER 0 / 1; `steps.step` is
@@ -15,6 +16,8 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
+
+from .analyzers.step_breakdown import BREAKDOWN_FIELDS
 
 SCHEMA = """
 CREATE TABLE runs(run_id TEXT PRIMARY KEY, position INTEGER);
@@ -35,6 +38,9 @@ CREATE TABLE annotations(capture_id INTEGER, name TEXT, count INTEGER, total_us 
   device_us REAL);
 CREATE TABLE steps(capture_id INTEGER, step INTEGER, start_us REAL, dur_us REAL, device_busy_us REAL,
   device_range_us REAL);
+CREATE TABLE step_breakdown(capture_id INTEGER, rank INTEGER, device_id INTEGER, step INTEGER, computing_us REAL,
+  communication_exposed_us REAL, overlapped_us REAL, communication_us REAL, free_us REAL, stage_us REAL, bubble_us REAL,
+  communication_exposed_exclude_receive_us REAL, preparing_us REAL, memcpy_exposed_us REAL, source TEXT);
 CREATE TABLE stage_rank(run_id TEXT, source TEXT, stage TEXT, role TEXT, rank INTEGER, worker TEXT, metric TEXT,
   value_us REAL, spread_us REAL, n INTEGER, n_captures INTEGER, path TEXT);
 CREATE TABLE slow_ranks(run_id TEXT, source TEXT, stage TEXT, metric TEXT, role TEXT, rank INTEGER, worker TEXT,
@@ -59,9 +65,13 @@ CREATE INDEX op_totals_capture ON op_totals(capture_id);
 CREATE INDEX kernel_totals_capture ON kernel_totals(capture_id);
 CREATE INDEX annotations_capture ON annotations(capture_id);
 CREATE INDEX steps_capture ON steps(capture_id);
+CREATE INDEX step_breakdown_capture ON step_breakdown(capture_id);
 CREATE INDEX spans_iteration ON spans(iteration, start_us);
 CREATE INDEX timeline_stages_iteration ON timeline_stages(iteration, stage);
 """
+
+
+BREAKDOWN_COLUMNS = BREAKDOWN_FIELDS + ("memcpy_exposed_us",)
 
 
 def _int(v) -> int | None:
@@ -166,6 +176,11 @@ def _capture(con: sqlite3.Connection, cid: int, c: dict) -> None:
     con.executemany("INSERT INTO steps VALUES (?,?,?,?,?,?)",
                     [(cid, _step(s.get("step")), s.get("start_us"), s.get("dur_us"), s.get("device_busy_us"),
                       s.get("device_range_us")) for s in c.get("steps") or []])
+    rows = [(c.get("rank"), c.get("device_id"), r, c.get("step_trace_source")) for r in c.get("step_trace") or []]
+    rows += [(r.get("rank"), None, r, "msprof-analyze cluster") for r in c.get("ranks") or []]
+    con.executemany("INSERT INTO step_breakdown VALUES (" + ",".join("?" * 15) + ")",
+                    [(cid, _int(rank), _int(dev), _step(r.get("step")), *(_flt(r.get(k)) for k in BREAKDOWN_COLUMNS), src)
+                     for rank, dev, r, src in rows])
 
 
 def _events(con: sqlite3.Connection, cid: int, ev: dict) -> None:

@@ -4,7 +4,8 @@
 
 A and B are each a directory already analysed (DIR/analysis/summary.json), an analysis directory,
 a summary.json, or a directory / trace to analyse now. Deltas are B - A in milliseconds.
-Exit codes: 0 compared; 1 a side could not be analysed; 2 usage error.
+Exit codes: 0 compared; 1 a side could not be analysed, or the two sides have nothing in common to
+compare (said why); 2 usage error.
 """
 from __future__ import annotations
 
@@ -52,9 +53,10 @@ def run(args: argparse.Namespace) -> int:
         print(str(exc), file=sys.stderr)
         return 1
     res = compare(a, b)
+    code = 1 if res["nothing_comparable"] else 0
     if args.json_out == "-":
         print(json.dumps(res, indent=2))
-        return 0
+        return code
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(res, indent=2), encoding="utf-8")
     con = Console()
@@ -62,8 +64,12 @@ def run(args: argparse.Namespace) -> int:
         con.width = 140
     f = lambda v: "" if v is None else f"{v / 1e3:,.3f}"
     con.print(f"[bold]B - A[/bold], by impact. Ops and kernels: {escape(res['how']['values'])}.", highlight=False)
-    for title, key in (("Stages (per iteration)", "stages"), ("Ranks", "ranks"), ("Host ops (self time per step)", "ops"),
-                       ("Kernels (device time per step)", "kernels")):
+    if res["nothing_comparable"]:
+        print(f"compare: {res['nothing_comparable']}", file=sys.stderr)
+        return code
+    for title, key in (("Stages (per iteration)", "stages"), ("Ranks", "ranks"),
+                       ("Device time per step (computing / communication / free)", "breakdown"),
+                       ("Host ops (self time per step)", "ops"), ("Kernels (device time per step)", "kernels")):
         rows = [r for r in res[key] if r["status"] != "same"]
         if not rows:
             continue
@@ -82,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         if len(rows) > args.top:
             con.print(f"  ... {len(rows) - args.top} more changed rows (--top N to list them, --json FILE for all)",
                       highlight=False)
-    return 0
+    return code
 
 
 if __name__ == "__main__":

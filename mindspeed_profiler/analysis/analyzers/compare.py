@@ -1,5 +1,6 @@
-"""What changed between two analyses (runs or captures): per stage, per rank, per op and per kernel,
-sorted by impact |B - A|.
+"""What changed between two analyses (runs or captures): per stage, per rank, per op, per kernel
+and the device time per step (computing / exposed communication / communication / free), sorted by
+impact |B - A|.
 
 Ops and kernels come from each capture's complete per-name totals (`op_totals`, `kernel_totals`),
 not its top-N lists, so a change below one side's cut is still found, and an op that appears or
@@ -94,6 +95,33 @@ def per_step_values(s: dict, what: str, level: str) -> tuple[dict[tuple, float],
     return {k: v / members[k[:2]] for k, v in sums.items()}, complete
 
 
+BREAKDOWN = (("computing_us", "compute_us"), ("communication_exposed_us", "communication_exposed_us"),
+             ("communication_us", "communication_us"), ("free_us", "idle_us"))
+
+
+def breakdown_values(s: dict, level: str) -> dict[tuple, float]:
+    """{(stage, worker, field): mean over the group's captures of the device time per step}:
+    computing, exposed communication, communication and free (msprof-analyze's fields: an Ascend
+    capture's step rows; a Kineto capture's device block per captured step, idle as free)."""
+    sums: dict[tuple, float] = {}
+    members: dict[tuple, int] = {}
+    for c in _captures(s):
+        rows = c.get("step_trace") or []
+        dev = c.get("device")
+        if rows:
+            vals = {f: sum(r.get(f) or 0.0 for r in rows) / len(rows) for f, _ in BREAKDOWN}
+        elif dev:
+            n = max(1, len(c.get("steps") or []))
+            vals = {f: (dev.get(d) or 0.0) / n for f, d in BREAKDOWN}
+        else:
+            continue
+        group = _group_of(c, level)
+        members[group] = members.get(group, 0) + 1
+        for f, v in vals.items():
+            sums[group + (f,)] = sums.get(group + (f,), 0.0) + v
+    return {k: v / members[k[:2]] for k, v in sums.items()}
+
+
 def _deltas(a: dict, b: dict, a_complete: bool = True, b_complete: bool = True) -> list[dict]:
     """Rows sorted by impact |B - A|. A key missing from a complete side is 0 there (the op is new
     or gone); missing from an incomplete side (top-N only) it is unknown: delta None, listed last."""
@@ -131,7 +159,26 @@ def compare(a: dict, b: dict) -> dict:
     for what in ("ops", "kernels"):
         (va, ca), (vb, cb) = per_step_values(a, what, level), per_step_values(b, what, level)
         out[what] = _deltas(va, vb, ca, cb)
+    out["breakdown"] = _deltas(breakdown_values(a, level), breakdown_values(b, level))
+    out["nothing_comparable"] = nothing_comparable(a, b, out)
     return out
+
+
+TABLES = ("stages", "ranks", "ops", "kernels", "breakdown")
+
+
+def nothing_comparable(a: dict, b: dict, res: dict) -> str | None:
+    """Why the two sides share nothing to compare (no table has a key on both sides), or None."""
+    if any(r["a_us"] is not None and r["b_us"] is not None for t in TABLES for r in res[t]):
+        return None
+    def what(s: dict) -> str:
+        caps = s.get("captures") or []
+        ok = [c for c in caps if c.get("status") == "ok"]
+        kinds = sorted({c.get("kind") for c in ok})
+        return (f"{len(caps)} capture(s), {len(ok)} ok" + (f" ({', '.join(map(str, kinds))})" if kinds else "")
+                + ("" if s.get("timeline") else ", no RL timeline"))
+    return (f"nothing comparable: no stage, rank, op, kernel or device-time row is on both sides "
+            f"(A: {what(a)}; B: {what(b)}); captures without steps, ops, kernels or device time give nothing to compare")
 
 
 def changed(rows: Iterable[dict]) -> list[dict]:

@@ -70,3 +70,19 @@ def memory_summary(snapshot: dict, top_n: int) -> list[dict]:
         if row is not None:
             out.append(row)
     return out
+
+
+def npu_memory_summary(records: list[dict]) -> list[dict]:
+    """Ascend memory records (memory_record.csv / the db's MEMORY_RECORD) per component: the peaks
+    of allocated, reserved and active bytes and how many records. Components: PTA (the PyTorch
+    allocator), GE (graph engine), PTA+GE, APP (the process: reserved only)."""
+    agg: dict[str, dict] = {}
+    for r in records:
+        a = agg.setdefault(r["component"], {"component": r["component"], "n_records": 0, "peak_allocated_bytes": None,
+                                            "peak_reserved_bytes": None, "peak_active_bytes": None})
+        a["n_records"] += 1
+        for k in ("allocated", "reserved", "active"):
+            v = r.get(f"{k}_bytes")
+            if v is not None and (a[f"peak_{k}_bytes"] is None or v > a[f"peak_{k}_bytes"]):
+                a[f"peak_{k}_bytes"] = v
+    return [agg[k] for k in sorted(agg)]

@@ -18,7 +18,12 @@ def summarise(ev: Events, top_n: int = 20) -> dict:
     """n_events..., start_us, wall_us (first event start to last event end, profiler bookkeeping
     excluded), steps, device, communication, top_ops, top_ops_by_device, top_kernels, annotations,
     op_totals / kernel_totals (every name, for compare) and warnings."""
-    ct = classified(ev)
+    return summarise_classified(classified(ev), top_n)
+
+
+def summarise_classified(ct: ClassifiedTrace, top_n: int = 20) -> dict:
+    """summarise() of a trace already classified (the Ascend input reuses the classification)."""
+    ev = ct.ev
     keep = ~ct.m["skip"]
     out: dict = {"n_events": int(ev.n_raw), "n_complete_events": int(len(ev)),
                  "n_bad_events": int(ev.n_bad), "t0_us": ev.t0_us, "warnings": _warnings(ct)}
@@ -48,16 +53,35 @@ def communication(ct: ClassifiedTrace, device: dict | None, wall_us: float, host
     wall time), and the collectives by time (host_rows: ops and ranges, {name, count, total_us})."""
     hc = ct.m["host_comm"]
     host_names = {str(ct.ev.names[i]) for i in np.unique(ct.ev.name[hc])}
-    calls = [{"name": r["name"], "where": "device", "count": r["count"], "total_us": r["total_us"]}
-             for r in kernels if r["class"] == "communication"]
+    calls = collective_calls(kernels)
     calls += [{"name": r["name"], "where": "host", "count": r["count"], "total_us": r["total_us"]}
               for r in host_rows if r["name"] in host_names]
     return communication_summary(device_communication(device), host_communication(ct.ts[hc], ct.end[hc], wall_us),
                                  calls, top_n)
 
 
+def collective_calls(kernels: list[dict]) -> list[dict]:
+    """The device collectives among kernel rows, as `communication.top` rows."""
+    return [{"name": r["name"], "where": "device", "count": r["count"], "total_us": r["total_us"]}
+            for r in kernels if r.get("class") == "communication"]
+
+
+RECOGNISED = ("host_op", "annotation", "runtime", "device", "device_annotation", "profiler_range")
+
+
 def _warnings(ct: ClassifiedTrace) -> list[str]:
     out = []
+    ev, m = ct.ev, ct.m
+    if len(ev) and not any(m[k].any() for k in RECOGNISED):
+        # a trace from a tool or torch release whose categories we do not know: say what was there
+        cats: dict = {}
+        for c in ev.cat:
+            cats[c] = cats.get(c, 0) + 1
+        seen = ", ".join(f"{ev.cats[c]!r} x{n}" for c, n in sorted(cats.items(), key=lambda kv: -kv[1])[:8])
+        procs = sorted({str(v) for v in ev.process_names.values()})[:6]
+        out.append(f"{len(ev)} complete event(s), none of a kind this analysis knows (host op, annotation, runtime "
+                   f"call, device activity): categories seen: {seen}" + (f"; processes: {', '.join(procs)}" if procs else "")
+                   + ". No steps, ops, kernels or device time can be reported")
     n = int(ct.m["profiler_range"].sum())
     if n:
         out.append(f"{n} kernel(s) recorded by the CUDA range profiler (cat cuda_profiler_range): their durations "

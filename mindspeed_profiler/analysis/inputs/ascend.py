@@ -1,6 +1,7 @@
-"""Ascend captures: `ascend` = torch_npu's parsed output (ASCEND_PROFILER_OUTPUT text files or the
-db export) in a *_ascend_pt/ directory or loose; `ascend_raw` = a *_ascend_pt/ directory not parsed
-yet, parsed here with torch_npu's offline parser where torch_npu + CANN work (prepare)."""
+"""Ascend captures: `ascend` = torch_npu's parsed output (ASCEND_PROFILER_OUTPUT text files, the db
+export, or a part of them) in a *_ascend_pt/ directory or loose; `ascend_raw` = a *_ascend_pt/
+directory not parsed yet, parsed here with torch_npu's offline parser where torch_npu + CANN work
+(prepare). What one capture's files give: ascend_capture.py."""
 from __future__ import annotations
 
 import os
@@ -9,29 +10,28 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
-
 from mindspeed_profiler import formats
 
-from ..analyzers.breakdown import device_breakdown
-from ..analyzers.classify import MEMCPY_RE
-from ..analyzers.communication import communication_summary, device_communication, is_comm_kind
 from ..analyzers.memory import memory_summary
-from ..analyzers.kernels import db_kernels, detail_kernels, kernel_class, kernel_totals, kernel_types
-from ..analyzers.steps import steps_from_kernels, steps_from_step_trace
 from ..discover import Capture, read_identity, rel
 from ..parsing import ascend_raw
 from ..parsing.memory_snapshot import read_memory_snapshot
-from ..parsing.ascend_files import read_kernel_details, read_profiler_db, read_step_trace_time
 from . import InputKind, register_input
-from .kineto import analyse_trace_file
+from .ascend_capture import AscendFiles, analyse_ascend
+
+# what a directory of Ascend output holds that the analysis reads (besides ascend_pytorch_profiler*.db)
+_READ = frozenset(formats.ASCEND_TEXT_FILES) | {formats.ASCEND_ANALYSIS_DB}
 
 
 def _output_files(out: Path) -> list[Path]:
-    """The parsed files the analysis reads: the text files, else the db export."""
-    text = [out / n for n in formats.ASCEND_TEXT_FILES if (out / n).is_file()]
-    dbs = sorted(out.glob(formats.ASCEND_DB_GLOB)) if out.is_dir() else []
-    return text or dbs
+    """The parsed files the analysis reads in ASCEND_PROFILER_OUTPUT (text, db, torch_npu's analysis.db)."""
+    if not out.is_dir():
+        return []
+    found = [out / n for n in formats.ASCEND_TEXT_FILES if (out / n).is_file()]
+    found += sorted(p for p in out.glob(formats.ASCEND_DB_GLOB) if p.is_file())
+    if (out / formats.ASCEND_ANALYSIS_DB).is_file():
+        found.append(out / formats.ASCEND_ANALYSIS_DB)
+    return found
 
 
 def _claim_capture_dir(root: Path, d: Path) -> Capture | None:
@@ -48,114 +48,40 @@ def _claim_capture_dir(root: Path, d: Path) -> Capture | None:
 
 
 def _claim_loose_output(root: Path, d: Path, names: list[str], claimed: set[str]) -> list[Capture]:
-    """A loose ASCEND_PROFILER_OUTPUT (or a copy of its files)."""
+    """A loose ASCEND_PROFILER_OUTPUT (its parent holds profiler_info_<N>.json), or a directory
+    holding a copy of its files. torch_npu's analysis.db counts only beside other Ascend files (a
+    lone analysis.db may be anyone's)."""
     text = [n for n in formats.ASCEND_TEXT_FILES if n in names and os.path.isfile(d / n)]
-    if not text:
+    dbs = [n for n in names if Path(n).match(formats.ASCEND_DB_GLOB) and os.path.isfile(d / n)]
+    if not text and not dbs:
         return []
-    cap = Capture(path=rel(root, d), kind="ascend", files=[rel(root, d / n) for n in text])
+    found = text + dbs + ([formats.ASCEND_ANALYSIS_DB] if formats.ASCEND_ANALYSIS_DB in names else [])
+    cap = Capture(path=rel(root, d), kind="ascend", files=[rel(root, d / n) for n in found])
     if d.name == formats.ASCEND_OUTPUT_DIR:
         cap.stage = None
-    claimed.update(text)
-    claimed.update(n for n in names if n in formats.ASCEND_SIDE_FILES)
+    claimed.update(found)
+    claimed.update(n for n in names if n in formats.ASCEND_SIDE_FILES or n == formats.ASCEND_METADATA_FILE)
     return [cap]
 
 
-def kernel_details_summary(path: Path, top_n: int) -> dict:
-    """Top kernels, kernel types, the device breakdown and the steps (by Step Id) of kernel_details.csv."""
-    kd = read_kernel_details(path)
-    comm = np.array([is_comm_kind(t, c) for t, c in zip(kd.types, kd.cores)])
-    # copies: SDMA tasks, MEMCPY / MEMSET task types or names (never a vector op that only looks alike)
-    mem = np.array([bool(MEMCPY_RE.search(f"{t} {c}")) or n.upper().startswith(("MEMCPY", "MEMSET"))
-                    for t, c, n in zip(kd.types, kd.cores, kd.names)]) & ~comm
-    dev = device_breakdown(kd.ts, kd.ts + kd.dur, ~comm & ~mem, comm, mem)
-    classes = [kernel_class(c, m) for c, m in zip(comm, mem)]
-    rows = detail_kernels(kd.names, kd.types, kd.cores, kd.dur, classes)
-    warnings = []
-    if kd.n_bad:
-        warnings.append(f"{path.name}: {kd.n_bad} row(s) without a usable start time or duration were left out")
-    return {
-        "device": dev, "start_us": kd.base + float(kd.ts.min()), "end_us": kd.base + float((kd.ts + kd.dur).max()),
-        "top_kernels": rows[:top_n], "kernel_totals": kernel_totals(rows),
-        "kernel_types": kernel_types(kd.types, kd.dur, top_n),
-        "n_kernels": len(kd.names), "n_bad_kernels": kd.n_bad, "kernel_steps": sorted(set(kd.step_ids) - {""}),
-        "steps": steps_from_kernels(kd.step_ids, kd.ts, kd.dur, kd.base), "warnings": warnings,
-    }
-
-
-def db_summary(path: Path, top_n: int) -> dict:
-    """Device breakdown and top kernels from torch_npu's db export."""
-    db = read_profiler_db(path)
-    task, comm = db.tasks, db.comm
-    # only named compute tasks count as compute (TASK also holds the HCCL tasks and sync events)
-    named = np.array([int(g) in db.task_names for g in task[:, 2]], dtype=bool)
-    t0 = float(min(task[:, 0].min() if len(task) else np.inf, comm[:, 0].min() if len(comm) else np.inf))
-    ts = np.r_[task[named, 0], comm[:, 0]]
-    end = np.r_[task[named, 1], comm[:, 1]]
-    ts, end = (ts - t0) / 1e3, (end - t0) / 1e3
-    is_comm = np.r_[np.zeros(named.sum(), bool), np.ones(len(comm), bool)]
-    dev = device_breakdown(ts, end, ~is_comm, is_comm, np.zeros(len(ts), bool))
-    rows = db_kernels(task[named], db.task_names)
-    return {"device": dev, "start_us": t0 / 1e3, "wall_us": dev["window_us"] if dev else 0.0,
-            "top_kernels": rows[:top_n], "kernel_totals": kernel_totals(rows)}
-
-
-def _same_run_warnings(out: dict, kd: dict) -> list[str]:
-    """trace_view.json and kernel_details.csv of one capture must describe one recording: report
-    (never merge silently) files whose time ranges do not overlap or whose steps differ."""
-    warnings = []
-    tv_lo, tv_hi = out.get("start_us"), (out.get("start_us") or 0) + (out.get("wall_us") or 0)
-    if tv_lo is not None and (kd["end_us"] < tv_lo or kd["start_us"] > tv_hi):
-        warnings.append(f"{formats.ASCEND_TRACE_VIEW} ({tv_lo:.0f}-{tv_hi:.0f} us) and {formats.ASCEND_KERNEL_DETAILS} "
-                        f"({kd['start_us']:.0f}-{kd['end_us']:.0f} us) cover time ranges that do not overlap: they come "
-                        "from different recordings (files of another run copied in?); the figures mix both")
-    tv_steps = {str(s["step"]) for s in out.get("steps") or []}
-    kd_steps = set(kd["kernel_steps"])
-    if tv_steps and kd_steps and not tv_steps & kd_steps:
-        warnings.append(f"{formats.ASCEND_TRACE_VIEW} has steps {sorted(tv_steps)} and {formats.ASCEND_KERNEL_DETAILS} "
-                        f"steps {sorted(kd_steps)}: no step in common, different recordings")
-    return warnings
+def capture_dir_of(root: Path, cap: Capture) -> Path:
+    """Where a capture's identity files lie: the *_ascend_pt directory, or the directory above a
+    loose ASCEND_PROFILER_OUTPUT, or the loose directory itself."""
+    d = root / cap.path
+    return d.parent if d.name == formats.ASCEND_OUTPUT_DIR and not (d / f"{formats.ASCEND_INFO_PREFIX}.json").exists() else d
 
 
 def analyse(root: Path, cap: Capture, top_n: int, want_events: bool) -> tuple[dict, dict | None]:
-    files = {Path(f).name: root / f for f in cap.files}
-    out: dict = {}
-    events = None
-    warnings: list[str] = []
-    if formats.ASCEND_TRACE_VIEW in files:
-        out, events = analyse_trace_file(files[formats.ASCEND_TRACE_VIEW], top_n, want_events)
-        warnings += out.pop("warnings", [])
-    if formats.ASCEND_KERNEL_DETAILS in files:
-        kd = kernel_details_summary(files[formats.ASCEND_KERNEL_DETAILS], top_n)
-        warnings += kd["warnings"] + (_same_run_warnings(out, kd) if out else [])
-        for key in ("top_kernels", "kernel_totals", "kernel_types", "n_kernels", "n_bad_kernels"):
-            out[key] = kd[key]   # richer than trace_view's (type, core)
-        if not out.get("device"):
-            out["device"] = kd["device"]
-            out.setdefault("start_us", kd["start_us"])
-            out.setdefault("wall_us", kd["device"]["window_us"] if kd["device"] else 0.0)
-        if not out.get("steps"):
-            out["steps"] = kd["steps"]
-    if formats.ASCEND_STEP_TRACE in files:
-        out["step_trace"] = read_step_trace_time(files[formats.ASCEND_STEP_TRACE])
-        if not out.get("steps"):
-            out["steps"] = steps_from_step_trace(out["step_trace"])
-    dbs = [p for n, p in files.items() if n.endswith(".db")]
-    if dbs and not out:
-        out = db_summary(dbs[0], top_n)
-    if not out:
-        raise ValueError("no readable Ascend output files")
-    snapshots = [p for n, p in files.items() if n.endswith(formats.MEMORY_SNAPSHOT_SUFFIX)]
+    paths = [root / f for f in cap.files]
+    files = AscendFiles.of(capture_dir_of(root, cap), [p for p in paths if p.name in _READ or p.suffix == ".db"])
+    out, events = analyse_ascend(files, cap.rank, top_n, want_events)
+    snapshots = [p for p in paths if p.name.endswith(formats.MEMORY_SNAPSHOT_SUFFIX)]
     if snapshots:
         try:
-            out["memory"] = {"snapshot": rel(root, snapshots[0]),
-                             "devices": memory_summary(read_memory_snapshot(snapshots[0]), top_n)}
+            out.setdefault("memory", {}).update(snapshot=rel(root, snapshots[0]),
+                                                devices=memory_summary(read_memory_snapshot(snapshots[0]), top_n))
         except (OSError, ValueError, EOFError, pickle.UnpicklingError) as exc:
-            warnings.append(f"{snapshots[0].name}: memory snapshot unreadable ({type(exc).__name__}: {exc})")
-    if out.get("communication") is None:
-        calls = [{"name": r["name"], "where": "device", "count": r["count"], "total_us": r["total_us"]}
-                 for r in out.get("top_kernels") or [] if r.get("class") == "communication"]
-        out["communication"] = communication_summary(device_communication(out.get("device")), None, calls, top_n)
-    out["warnings"] = warnings
+            out["warnings"].append(f"{snapshots[0].name}: memory snapshot unreadable ({type(exc).__name__}: {exc})")
     return out, events
 
 

@@ -1,5 +1,5 @@
-"""torch_npu's parsed output (ASCEND_PROFILER_OUTPUT): the CSV files and the db export, read
-into plain tables. Quirks are real and handled: values padded with a tab, empty or "N/A" cells,
+"""torch_npu's parsed text output (ASCEND_PROFILER_OUTPUT's CSV files), read into plain tables
+(the db export: ascend_db.py). Quirks are real and handled: values padded with a tab, empty or "N/A" cells,
 a UTF-8 BOM, timestamps with more digits than a float64 keeps."""
 from __future__ import annotations
 
@@ -78,59 +78,81 @@ def read_kernel_details(path: Path) -> KernelDetails:
         base=base, n_bad=n_bad)
 
 
-STEP_COLUMNS = {"Computing": "computing_us", "Communication(Not Overlapped)": "communication_exposed_us",
-                "Overlapped": "overlapped_us", "Communication": "communication_us", "Free": "free_us",
-                "Stage": "stage_us", "Bubble": "bubble_us"}
+# step_trace_time.csv / msprof-analyze's cluster_step_trace_time.csv column -> field (us)
+STEP_TRACE_COLUMNS = {"Computing": "computing_us", "Communication(Not Overlapped)": "communication_exposed_us",
+                      "Overlapped": "overlapped_us", "Communication": "communication_us", "Free": "free_us",
+                      "Stage": "stage_us", "Bubble": "bubble_us",
+                      "Communication(Not Overlapped and Exclude Receive)": "communication_exposed_exclude_receive_us",
+                      "Preparing": "preparing_us"}
+# the same fields in analysis.db's StepTraceTime and cluster_analysis.db's ClusterStepTraceTime
+STEP_TRACE_DB_COLUMNS = {"computing": "computing_us", "communication_not_overlapped": "communication_exposed_us",
+                         "overlapped": "overlapped_us", "communication": "communication_us", "free": "free_us",
+                         "stage": "stage_us", "bubble": "bubble_us",
+                         "communication_not_overlapped_and_exclude_receive": "communication_exposed_exclude_receive_us",
+                         "preparing": "preparing_us"}
+# the per-rank parallel indices msprof-analyze adds to its cluster rows
+CLUSTER_INDEX_COLUMNS = {"DP Index": "dp_index", "PP Index": "pp_index", "TP Index": "tp_index",
+                         "dp_index": "dp_index", "pp_index": "pp_index", "tp_index": "tp_index"}
 
 
-def read_step_trace_time(path: Path) -> list[dict]:
-    """Per-step rows of step_trace_time.csv (one capture, or msprof-analyze's cluster file) as
-    dicts of microseconds. dur_us is the file's own Stage column when it has one (on a cluster file's
-    `stage` rows every other column is a per-column maximum over the ranks, so their sum is no
-    time at all); else computing + exposed communication + free (everything the device did or
-    waited for)."""
+def step_label(v) -> int | str | None:
+    """One type for step labels everywhere: an integer when the text is one ("50" -> 50), None for
+    an empty label, else the text."""
+    if v is None or isinstance(v, bool):
+        return None
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    t = str(v).strip()
+    if not t or t.upper() in ("NONE", "NULL", "NAN"):
+        return None
+    return int(t) if t.isascii() and t.isdigit() and len(t) <= 15 else t
+
+
+def _int_or_none(v) -> int | None:
+    try:
+        x = float(clean(v))
+    except (TypeError, ValueError):
+        return None
+    return int(x) if x == x and x.is_integer() and abs(x) < 2**31 else None
+
+
+def step_trace_rows(records: list[dict], columns: dict[str, str]) -> list[dict]:
+    """Rows of a step trace table (file or db) as {step, <fields in us>, device_id, type, index,
+    dp/pp/tp index}: only the columns present."""
     out = []
-    for r in read_csv(path):
-        row = {"step": clean(r.get("Step", "")) or None}
-        for col, key in STEP_COLUMNS.items():
+    for r in records:
+        row = {"step": step_label(clean(r.get("Step", r.get("step"))))}
+        for col, key in columns.items():
             if col in r:
                 row[key] = fnum(r[col])
-        stage = row.get("stage_us")
-        row["dur_us"] = stage if stage is not None and stage == stage and stage > 0 else \
-            sum(row.get(k, 0.0) for k in ("computing_us", "communication_exposed_us", "free_us"))
-        if "Type" in r:
-            row["type"], row["index"] = r.get("Type"), r.get("Index")
+        dev = r.get("Device_id", r.get("deviceId"))
+        if dev is not None:
+            row["device_id"] = _int_or_none(dev)
+        if "Type" in r or "type" in r:
+            row["type"], row["index"] = clean(r.get("Type", r.get("type"))), clean(r.get("Index", r.get("index")))
+        for col, key in CLUSTER_INDEX_COLUMNS.items():
+            if col in r:
+                row[key] = _int_or_none(r[col])
         out.append(row)
     return out
 
 
-@dataclass
-class ProfilerDb:
-    """What the analysis uses of torch_npu's `ascend_pytorch_profiler_*.db` (msprof db schema:
-    TASK(startNs, endNs, globalTaskId, ...), COMPUTE_TASK_INFO(name, globalTaskId, ...),
-    COMMUNICATION_OP(opName, startNs, endNs, ...), STRING_IDS(id, value))."""
-
-    tasks: np.ndarray             # (n, 3): startNs, endNs, globalTaskId
-    task_names: dict[int, str]    # globalTaskId -> name, for compute tasks
-    comm: np.ndarray              # (m, 2): startNs, endNs of communication ops
+def read_step_trace_time(path: Path) -> list[dict]:
+    """step_trace_time.csv (one capture) or msprof-analyze's cluster_step_trace_time.csv."""
+    return step_trace_rows(read_csv(path), STEP_TRACE_COLUMNS)
 
 
-def read_profiler_db(path: Path) -> ProfilerDb:
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "TASK" not in tables:
-            raise ValueError(f"{path.name}: no TASK table (tables: {sorted(tables)[:12]})")
-        strings = dict(con.execute("SELECT id, value FROM STRING_IDS")) if "STRING_IDS" in tables else {}
-        task = np.array(con.execute("SELECT startNs, endNs, globalTaskId FROM TASK").fetchall(), dtype=np.float64).reshape(-1, 3)
-        names = {}
-        if "COMPUTE_TASK_INFO" in tables:
-            names = {int(g): strings.get(n, str(n)) for n, g in con.execute("SELECT name, globalTaskId FROM COMPUTE_TASK_INFO")}
-        comm = np.empty((0, 2))
-        if "COMMUNICATION_OP" in tables:
-            comm = np.array(con.execute("SELECT startNs, endNs FROM COMMUNICATION_OP").fetchall(), dtype=np.float64).reshape(-1, 2)
-    finally:
-        con.close()
-    if not len(task) and not len(comm):
-        raise ValueError(f"{path.name}: TASK and COMMUNICATION_OP are empty")
-    return ProfilerDb(task, names, comm)
+_MB = 1 << 20
+
+
+def read_memory_record(path: Path) -> list[dict]:
+    """memory_record.csv: {component (PTA, GE, PTA+GE, APP), ts_us, allocated_bytes, reserved_bytes,
+    active_bytes} (the file's MB as bytes; an empty cell is None)."""
+    def mb(v):
+        x = fnum(v)
+        return int(round(x * _MB)) if x == x else None
+    return [{"component": r.get("Component", ""), "ts_us": fnum(r.get("Timestamp(us)")),
+             "allocated_bytes": mb(r.get("Total Allocated(MB)")), "reserved_bytes": mb(r.get("Total Reserved(MB)")),
+             "active_bytes": mb(r.get("Total Active(MB)"))} for r in read_csv(path)]

@@ -105,6 +105,7 @@ class EventTable:
     tids: Interner = field(default_factory=Interner)
     t0_us: int | None = None
     process_names: dict = field(default_factory=dict)   # raw pid -> name (from "M" events)
+    thread_names: dict = field(default_factory=dict)    # (raw pid, raw tid) -> name (torch_npu's lanes)
     n_raw: int = 0
     _cols: dict = field(default_factory=lambda: {k: [] for k in ("name", "cat", "pid", "tid", "ts", "dur", "corr", "task")})
     tasks: Interner = field(default_factory=Interner)
@@ -118,18 +119,27 @@ class EventTable:
         for e in other:
             ph = e.get("ph")
             if ph == "M":
-                if e.get("name") == "process_name":
+                kind = e.get("name")
+                if kind == "process_name" or kind == "thread_name":
                     args = e.get("args") or {}
                     if isinstance(args, dict):
-                        pid = e.get("pid")
-                        try:
-                            self.process_names[pid] = str(args.get("name", ""))
-                        except TypeError:  # unhashable pid
-                            self.process_names[str(pid)] = str(args.get("name", ""))
+                        self._name_of(kind, e.get("pid"), e.get("tid"), str(args.get("name", "")))
             else:   # B / E duration events: paired into complete events in finish()
                 self._begin_end.append(e)
         if xs:
             self._add_complete(xs)
+
+    def _name_of(self, kind: str, pid, tid, name: str) -> None:
+        try:
+            if kind == "process_name":
+                self.process_names[pid] = name
+            else:
+                self.thread_names[(pid, tid)] = name
+        except TypeError:  # an unhashable pid / tid
+            if kind == "process_name":
+                self.process_names[str(pid)] = name
+            else:
+                self.thread_names[(str(pid), str(tid))] = name
 
     def _add_complete(self, xs: list) -> None:
         # one pass over the dicts, then columns by transposition (C speed)
@@ -148,8 +158,9 @@ class EventTable:
         c["tid"].append(self.tids.ids_of(tid))
         c["ts"].append(self._rel(ts_raw))
         c["dur"].append(_floats(dur))
-        corr, task = zip(*[((a.get("correlation", -1), a.get("Task Type")) if type(a) is dict else (-1, None))
-                           for a in args])
+        # Kineto links a kernel to its launch by `correlation`, torch_npu's trace_view by `connection_id`
+        corr, task = zip(*[((a.get("correlation", a.get("connection_id", -1)), a.get("Task Type"))
+                            if type(a) is dict else (-1, None)) for a in args])
         try:
             corr_a = np.array(corr, dtype=np.int64)
         except (TypeError, ValueError, OverflowError):
@@ -243,7 +254,7 @@ class EventTable:
             corr=cat("corr", np.int64), task=cat("task", np.int32),
             names=self.names.values, cats=self.cats.values, pids=self.pids.values,
             tids=self.tids.values, tasks=self.tasks.values, t0_us=self.t0_us or 0,
-            process_names=self.process_names, n_raw=self.n_raw,
+            process_names=self.process_names, thread_names=self.thread_names, n_raw=self.n_raw,
         )
         self._cols = {k: [] for k in c}
         # drop events without a usable time (reported as a count, not silently); a time a century
@@ -272,6 +283,7 @@ class Events:
     tasks: list
     t0_us: int
     process_names: dict
+    thread_names: dict = field(default_factory=dict)
     n_raw: int = 0
     n_bad: int = 0
 
@@ -287,6 +299,18 @@ class Events:
     def select(self, mask: np.ndarray) -> None:
         for k in self.ARRAYS:
             setattr(self, k, getattr(self, k)[mask])
+
+    def thread_name_of(self) -> np.ndarray:
+        """Per event: its thread's name (from "M" thread_name events; "" without one), as an object
+        array built once per distinct (pid, tid)."""
+        if not len(self):
+            return np.empty(0, dtype=object)
+        key = self.pid.astype(np.int64) * (len(self.tids) + 1) + self.tid
+        uniq, inv = np.unique(key, return_inverse=True)
+        names = np.array([str(self.thread_names.get((self.pids[int(k // (len(self.tids) + 1))],
+                                                     self.tids[int(k % (len(self.tids) + 1))]), ""))
+                          for k in uniq], dtype=object)
+        return names[inv]
 
     def lookup(self, values: list, pred) -> np.ndarray:
         """Boolean lookup table over interned values: pred(value) for each id."""

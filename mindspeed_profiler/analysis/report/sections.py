@@ -126,6 +126,9 @@ def warnings(summary: dict, links: Links) -> Table | None:
     for c in summary.get("captures", []):
         for w in c.get("warnings") or []:
             grouped.setdefault(str(w), []).append(c["path"])
+    for c in summary.get("captures", []):   # what a partial capture cannot answer (its files are missing)
+        for m in c.get("missing") or []:
+            grouped.setdefault(f"partial capture: cannot say {m}", []).append(c["path"])
     for w, paths in grouped.items():
         rows.append([links(paths[0]) if len(paths) == 1 else f"{len(paths)} captures: " + ", ".join(paths[:5])
                      + (" ..." if len(paths) > 5 else ""), w])
@@ -236,6 +239,30 @@ def clusters(caps: list[dict]) -> list[dict]:
             for c in caps if c["kind"] == "cluster" and c["status"] == "ok"]
 
 
+def step_breakdown(caps: list[dict], links: Links) -> Table | None:
+    """Per capture and step, msprof-analyze's breakdown (from whichever file gave it), and the rows
+    of msprof-analyze's own cluster files."""
+    rows = []
+    for c in caps:
+        if c["status"] != "ok":
+            continue
+        if c.get("step_trace"):
+            rows += [[links(c["path"], label(c)), c.get("device_id"), r.get("step"), *_breakdown_cells(r),
+                      c.get("step_trace_source")] for r in c["step_trace"]]
+        if c["kind"] == "cluster":
+            rows += [[links(c["path"], f"rank {r.get('rank')}"), None, r.get("step"), *_breakdown_cells(r),
+                      f"msprof-analyze: {c['path']}"] for r in c.get("ranks") or []]
+    if not rows:
+        return None
+    return Table(["capture", "device", "step", "computing ms", "comm. not overlapped ms", "overlapped ms", "free ms",
+                  "bubble ms", "preparing ms", "step (stage) ms", "from"], rows, frozenset({0, 10})).without_empty_columns()
+
+
+def _breakdown_cells(r: dict) -> list:
+    return [exact_ms(r.get(k)) for k in ("computing_us", "communication_exposed_us", "overlapped_us", "free_us",
+                                         "bubble_us", "preparing_us", "stage_us")]
+
+
 def _worker(r: dict) -> str:
     """A slow-rank row's worker: the timeline's "role:rank", or role:rank for a capture's rank."""
     rank = r.get("rank")
@@ -268,14 +295,15 @@ def communication(caps: list[dict], links: Links) -> Table | None:
         dev, host = comm.get("device") or {}, comm.get("host") or {}
         top = ", ".join(f"{t['name']} ({t.get('where')}, x{t.get('count')}, {ms(t.get('total_us'))} ms)"
                         for t in (comm.get("top") or [])[:3])
+        wait = (comm.get("collectives") or {}).get("wait_share")
         rows.append([links(c["path"], label(c)), exact_ms(dev.get("total_us")), exact_ms(dev.get("exposed_us")),
                      exact_ms(dev.get("overlapped_us")), Exact(pct(dev.get("share_of_busy")), dev.get("share_of_busy")),
-                     exact_ms(host.get("total_us")), Exact(pct(host.get("share_of_wall")), host.get("share_of_wall")),
-                     top])
+                     Exact(pct(wait), wait), exact_ms(host.get("total_us")),
+                     Exact(pct(host.get("share_of_wall")), host.get("share_of_wall")), top])
     if not rows:
         return None
-    return Table(["capture", "device ms", "exposed ms", "overlapped ms", "exposed % of busy", "host ms",
-                  "host % of wall", "top collectives"], rows, frozenset({0, 7})).without_empty_columns()
+    return Table(["capture", "device ms", "exposed ms", "overlapped ms", "exposed % of busy", "waiting % of collectives",
+                  "host ms", "host % of wall", "top collectives"], rows, frozenset({0, 8})).without_empty_columns()
 
 
 def _table(rows: list | None, headers: list[str], cells, left: frozenset[int] = frozenset({0})) -> Table | None:
@@ -320,5 +348,5 @@ def context(summary: dict, report_dir: str | Path | None = None) -> dict:
     return {"header": header(summary, links), "warnings": warnings(summary, links), "runs": runs(summary),
             "problems": problems(caps, links), "timeline": timeline(tl),
             "device_time": device_time(summary, tl), "clusters": clusters(caps), "slow_ranks": slow_ranks(summary),
-            "communication": communication(caps, links),
+            "communication": communication(caps, links), "step_breakdown": step_breakdown(caps, links),
             "captures": [capture(c, links) for c in caps if c["status"] == "ok" and c["kind"] not in ("timeline", "cluster")]}

@@ -1,0 +1,154 @@
+"""torch_npu's and msprof-analyze's communication files, read into flat rows:
+
+- `communication.json` (per rank) and msprof-analyze's `cluster_communication.json`: per
+  collective op (`hcom_*`), its elapse / transit / wait / synchronisation / idle time and the
+  bandwidth per transport;
+- `communication_matrix.json` (per rank) and `cluster_communication_matrix.json`: per link
+  (`src-dst` ranks) and op group, transport type (HCCS, PCIE, RDMA, SDMA, LOCAL), size and time;
+- `communication_group.json`: the process groups (collective / p2p rank sets; newer files add
+  each group's name and parallel kind, `pg_name`).
+
+The nesting differs between tools and releases (type / step / op / rank in a capture's file;
+rank set / step / op / rank, or type / step / op / rank, in msprof-analyze's), so the readers walk
+the tree and tell each level by its keys: "p2p" / "collective", "(0, 1)" rank sets, "step<N>",
+"op@group", rank numbers and "src-dst" links.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import orjson
+
+from .ascend_files import step_label
+
+MAX_COMM_BYTES = 512 << 20
+_RANK_SET = re.compile(r"^\(\s*\d+(?:\s*,\s*\d+)*\s*,?\s*\)$")
+_STEP = re.compile(r"^step(.*)$")
+_LINK = re.compile(r"^(\d+)-(\d+)$")
+TYPES = ("p2p", "collective")
+TIME_INFO = "Communication Time Info"
+BANDWIDTH_INFO = "Communication Bandwidth Info"
+TOTAL_OP = "Total Op Info"
+
+
+def load_json(path: Path) -> dict:
+    if path.stat().st_size > MAX_COMM_BYTES:
+        raise ValueError(f"{path.name}: {path.stat().st_size >> 20} MB, more than {MAX_COMM_BYTES >> 20} MB")
+    obj = orjson.loads(path.read_bytes())
+    if not isinstance(obj, dict):
+        raise ValueError(f"{path.name}: not a JSON object")
+    return obj
+
+
+def _walk(node, ctx: dict, leaf_key: str, out: list, depth: int = 0) -> None:
+    if not isinstance(node, dict) or depth > 8:
+        return
+    if leaf_key in node:
+        out.append((ctx, node))
+        return
+    for k, v in node.items():
+        k = str(k)
+        c = dict(ctx)
+        if k in TYPES:
+            c["type"] = k
+        elif _RANK_SET.match(k):
+            c["rank_set"] = [int(x) for x in re.findall(r"\d+", k)]
+        elif _STEP.match(k) and "step" not in c:
+            c["step"] = step_label(_STEP.match(k).group(1))
+        elif k.isdigit():
+            c["rank"] = int(k)
+        elif _LINK.match(k):
+            a, b = _LINK.match(k).groups()
+            c["src"], c["dst"] = int(a), int(b)
+        else:
+            op, _, group = k.partition("@")
+            c["op"], c["group"] = op, group or None
+        _walk(v, c, leaf_key, out, depth + 1)
+
+
+def _f(v) -> float:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return 0.0
+    return x if x == x else 0.0
+
+
+def collective_rows(obj: dict, rank: int | None = None) -> list[dict]:
+    """One row per (rank, step, op): times in microseconds; `rank` for a capture's own file."""
+    leaves: list = []
+    _walk(obj, {}, TIME_INFO, leaves)
+    rows = []
+    for ctx, node in leaves:
+        if ctx.get("op") == TOTAL_OP:
+            continue
+        t = node.get(TIME_INFO) if isinstance(node.get(TIME_INFO), dict) else {}
+        bw = node.get(BANDWIDTH_INFO) if isinstance(node.get(BANDWIDTH_INFO), dict) else {}
+        rows.append({
+            "rank": ctx.get("rank", rank), "step": ctx.get("step"), "type": ctx.get("type"), "op": ctx.get("op"),
+            "group": ctx.get("group"), "start_us": _f(t.get("Start Timestamp(us)")) or None,
+            "elapse_us": _f(t.get("Elapse Time(ms)")) * 1e3, "transit_us": _f(t.get("Transit Time(ms)")) * 1e3,
+            "wait_us": _f(t.get("Wait Time(ms)")) * 1e3, "sync_us": _f(t.get("Synchronization Time(ms)")) * 1e3,
+            "idle_us": _f(t.get("Idle Time(ms)")) * 1e3,
+            "transports": {k: {"size_mb": _f(v.get("Transit Size(MB)")), "time_ms": _f(v.get("Transit Time(ms)"))}
+                           for k, v in bw.items() if isinstance(v, dict) and _f(v.get("Transit Size(MB)"))}})
+    return rows
+
+
+def link_rows(obj: dict) -> list[dict]:
+    """One row per (step, op group, src-dst link): transport, size (MB), time (ms), bandwidth (GB/s)."""
+    leaves: list = []
+    _walk(obj, {}, "Transport Type", leaves)
+    return [{"step": ctx.get("step"), "type": ctx.get("type"), "op": ctx.get("op"), "group": ctx.get("group"),
+             "src": ctx.get("src"), "dst": ctx.get("dst"), "transport": str(node.get("Transport Type")),
+             "op_name": node.get("Op Name"), "size_mb": _f(node.get("Transit Size(MB)")),
+             "time_ms": _f(node.get("Transit Time(ms)")), "bandwidth_gbps": _f(node.get("Bandwidth(GB/s)"))}
+            for ctx, node in leaves if ctx.get("src") is not None]
+
+
+def group_rows(obj: dict) -> list[dict]:
+    """communication_group.json: [{type, ranks, name, pg_name}] (name / pg_name where written)."""
+    out = []
+    info = obj.get("comm_group_parallel_info")
+    if isinstance(info, list):
+        for g in info:
+            if isinstance(g, dict) and isinstance(g.get("rank_set"), list):
+                out.append({"type": g.get("type"), "ranks": [r for r in g["rank_set"] if isinstance(r, int)],
+                            "name": g.get("group_name") or None, "pg_name": g.get("pg_name") or None})
+        if out:
+            return out
+    for t in TYPES:
+        for ranks in obj.get(t) or []:
+            if isinstance(ranks, list):
+                out.append({"type": t, "ranks": [r for r in ranks if isinstance(r, int)], "name": None, "pg_name": None})
+    return out
+
+
+def collective_rows_from_db(rows: list[dict]) -> list[dict]:
+    """cluster_analysis.db's ClusterCommunicationTime (times in ms) as collective_rows()."""
+    return [{"rank": r.get("rank_id"), "step": step_label(_STEP.match(str(r.get("step") or "")).group(1))
+             if _STEP.match(str(r.get("step") or "")) else step_label(r.get("step")),
+             "type": r.get("type"), "op": r.get("hccl_op_name"), "group": r.get("group_name"),
+             "start_us": _f(r.get("start_timestamp")) or None, "elapse_us": _f(r.get("elapsed_time")) * 1e3,
+             "transit_us": _f(r.get("transit_time")) * 1e3, "wait_us": _f(r.get("wait_time")) * 1e3,
+             "sync_us": _f(r.get("synchronization_time")) * 1e3, "idle_us": _f(r.get("idle_time")) * 1e3, "transports": {}}
+            for r in rows if r.get("hccl_op_name") and r.get("hccl_op_name") != TOTAL_OP]
+
+
+def link_rows_from_db(rows: list[dict]) -> list[dict]:
+    """cluster_analysis.db's ClusterCommunicationMatrix as link_rows()."""
+    def rank(v):
+        x = _f(v)
+        return int(x) if v is not None else None
+    return [{"step": step_label(str(r.get("step") or "").removeprefix("step")), "type": None, "op": r.get("hccl_op_name"),
+             "group": r.get("group_name"), "src": rank(r.get("src_rank")), "dst": rank(r.get("dst_rank")),
+             "transport": str(r.get("transport_type")), "op_name": r.get("op_name"), "size_mb": _f(r.get("transit_size")),
+             "time_ms": _f(r.get("transit_time")), "bandwidth_gbps": _f(r.get("bandwidth"))}
+            for r in rows if r.get("src_rank") is not None and r.get("dst_rank") is not None]
+
+
+def group_rows_from_db(rows: list[dict]) -> list[dict]:
+    """cluster_analysis.db's CommunicationGroupMapping as group_rows()."""
+    return [{"type": r.get("type"), "ranks": [int(x) for x in re.findall(r"\d+", str(r.get("rank_set") or ""))],
+             "name": r.get("group_name") or None, "pg_name": r.get("pg_name") or None} for r in rows]
