@@ -8,6 +8,19 @@ from pathlib import Path
 from mindspeed_profiler.analysis.batch import analyse_directory
 
 
+def plain_union(intervals) -> float:
+    """Covered length of [(start, end)] with a sort and a loop (exact with Decimal or int inputs):
+    the tests' independent recomputation, no package code."""
+    total, cur = 0, None
+    for s, e in sorted(intervals):
+        if cur is None or s > cur[1]:
+            total += 0 if cur is None else cur[1] - cur[0]
+            cur = [s, e]
+        else:
+            cur[1] = max(cur[1], e)
+    return total + (cur[1] - cur[0] if cur else 0)
+
+
 def write_json(p: Path, obj) -> Path:
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(obj))

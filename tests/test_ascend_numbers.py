@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import ascend_data
+from analysis_testutil import plain_union
 from mindspeed_profiler.analysis.batch import analyse_directory
 
 
@@ -74,14 +75,7 @@ def test_hccl_sub_tasks_are_the_ops_own_never_compute(ascend_sets):
     non_compute = {"EVENT_RECORD_SQE", "EVENT_WAIT_SQE", "PLACE_HOLDER_SQE", "PCIE_DMA_SQE", "SDMA_SQE"}
     iv = sorted((Decimal(e["ts"]), Decimal(e["ts"]) + Decimal(str(e["dur"]))) for e in hw
                 if e["args"].get("connection_id") not in conn and e["args"]["Task Type"] not in non_compute)
-    total, cur = Decimal(0), None
-    for s, e in iv:
-        if cur is None or s > cur[1]:
-            total += 0 if cur is None else cur[1] - cur[0]
-            cur = [s, e]
-        else:
-            cur[1] = max(cur[1], e)
-    total += cur[1] - cur[0]
+    total = plain_union(iv)
     lane = sum(Decimal(str(e["dur"])) for e in tv if procs.get(e.get("pid")) == "Overlap Analysis" and e["name"] == "Computing")
     assert float(total) == pytest.approx(float(lane), abs=0.01)   # 8873.757 vs 8873.756
 
@@ -147,6 +141,9 @@ def test_db_export_at_parity_with_text(ascend_sets, level):
             assert bool(tc.get(key)) and bool(bc.get(key)), (level, r, key)
         assert [s["step"] for s in bc["steps"]] == [s["step"] for s in tc["steps"]] == [50]
         assert bc["memory"]["npu"] and tc["memory"]["npu"]
+        # collectives' wait / transit and the links: communication.json vs analysis.db's CommAnalyzer tables
+        for k in ("collectives", "links"):
+            assert bool(tc["communication"][k]) == bool(bc["communication"][k]) == (level != "l0"), (level, k)
         for c in (tc, bc):
             top = c["communication"]["top"]
             assert top and all(x["name"].startswith("hcom_") for x in top if x["where"] == "device")

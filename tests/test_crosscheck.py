@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 import ascend_data
+from analysis_testutil import plain_union
 from conftest import REPO_ROOT, SHARED_DATA
 from mindspeed_profiler.analysis.batch import analyse_directory
 from reference_tools import run_hta, run_msprof_analyze
@@ -184,17 +185,6 @@ def hta(tmp_path_factory):
     return {name: res[str(d)][0] for name, d in dirs.items()}
 
 
-def _union(iv):
-    total, cur = 0.0, None
-    for s, e in sorted(iv):
-        if cur is None or s > cur[1]:
-            total += 0 if cur is None else cur[1] - cur[0]
-            cur = [s, e]
-        else:
-            cur[1] = max(cur[1], e)
-    return total + (cur[1] - cur[0] if cur else 0)
-
-
 @pytest.mark.parametrize("name", list(KINETO))
 def test_device_breakdown_equals_hta(name, hta, tmp_path):
     if name not in hta:
@@ -217,7 +207,7 @@ def test_device_breakdown_equals_hta(name, hta, tmp_path):
     dev = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     sync = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("ph") == "X" and e.get("cat") == "cuda_sync"]
     assert sync
-    assert d["busy_us"] == pytest.approx(_union(dev), abs=1e-3)
-    assert d["busy_us"] + (_union(dev + sync) - _union(dev)) == pytest.approx(h["kernel_time(us)"] - h["idle_time(us)"], abs=1e-3)
+    assert d["busy_us"] == pytest.approx(plain_union(dev), abs=1e-3)
+    assert d["busy_us"] + (plain_union(dev + sync) - plain_union(dev)) == pytest.approx(h["kernel_time(us)"] - h["idle_time(us)"], abs=1e-3)
     lo, hi = min(s for s, _ in dev + sync), max(e for _, e in dev + sync)
     assert hi - lo == pytest.approx(h["kernel_time(us)"], abs=1e-3)

@@ -75,3 +75,15 @@ def test_to_pandas(run, monkeypatch):
     monkeypatch.setitem(sys.modules, "pandas", None)   # pandas is optional: a clear message without it
     with pytest.raises(ImportError, match="pip install pandas"):
         ra.top_ops().to_pandas()
+
+
+def test_step_breakdown_of_ascend_captures_and_cluster_rows(ascend_sets):
+    ra = RunAnalysis(ascend_sets("pp4_l2"), reanalyse=True)
+    rows = ra.step_breakdown()
+    assert [(r["rank"], r["device_id"], r["step"], r["source"]) for r in sorted(rows, key=lambda r: r["rank"])] == \
+        [(0, 0, 13, "step_trace_time.csv"), (1, 1, 13, "step_trace_time.csv"), (2, 4, 13, "step_trace_time.csv"),
+         (3, 5, 13, "step_trace_time.csv")]
+    by_rank = {c["rank"]: c["step_trace"][0] for c in ra.summary["captures"]}
+    assert all(r["computing_us"] == by_rank[r["rank"]]["computing_us"] for r in rows)
+    cluster = RunAnalysis(ascend_sets("gpt3_cluster16") / "cluster_analysis_output", reanalyse=True).step_breakdown()
+    assert len(cluster) == 16 and {r["source"] for r in cluster} == {"cluster"}

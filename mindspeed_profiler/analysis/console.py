@@ -372,6 +372,11 @@ def _findings(con: Console, summary: dict) -> None:
             con.print(f"  - {ln}", highlight=False)
 
 
+def _where(paths: list[str]) -> str:
+    """The captures a line is about: one path, or how many and the first three."""
+    return paths[0] if len(paths) == 1 else f"{len(paths)} captures: {', '.join(paths[:3])}{' ...' if len(paths) > 3 else ''}"
+
+
 def _warnings(con: Console, summary: dict) -> None:
     out = [f"[yellow]warning:[/yellow] {_t(w)}" for w in summary.get("warnings") or []]
     tl = summary.get("timeline")
@@ -382,15 +387,13 @@ def _warnings(con: Console, summary: dict) -> None:
         for w in c.get("warnings") or []:
             grouped.setdefault(str(w), []).append(c["path"])
     for w, paths in grouped.items():
-        where = paths[0] if len(paths) == 1 else f"{len(paths)} captures: {', '.join(paths[:3])}{' ...' if len(paths) > 3 else ''}"
-        out.append(f"[yellow]warning[/yellow] ({_t(where)}): {_t(w)}")
+        out.append(f"[yellow]warning[/yellow] ({_t(_where(paths))}): {_t(w)}")
     partial: dict[str, list[str]] = {}
     for c in summary.get("captures", []):
         for m in c.get("missing") or []:
             partial.setdefault(str(m), []).append(c["path"])
     for m, paths in partial.items():
-        where = paths[0] if len(paths) == 1 else f"{len(paths)} captures: {', '.join(paths[:3])}{' ...' if len(paths) > 3 else ''}"
-        out.append(f"[cyan]partial[/cyan] ({_t(where)}): cannot say {_t(m)}")
+        out.append(f"[cyan]partial[/cyan] ({_t(_where(paths))}): cannot say {_t(m)}")
     for c in summary.get("captures", []):
         if c["status"] != "ok":
             out.append(f"[red]{_t(c['status'])}[/red] {_t(c['path'])}: {_t(c.get('error'))}")

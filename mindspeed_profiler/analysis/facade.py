@@ -85,6 +85,16 @@ class RunAnalysis:
         """Every captured step: its duration and the device time busy inside it."""
         return self._per_capture("steps")
 
+    def step_breakdown(self) -> Rows:
+        """msprof-analyze's per-step breakdown (computing, communication not overlapped, overlapped,
+        free, bubble, preparing, ...) of each Ascend capture, with `source` (the file it came from)
+        and `device_id`; and the rank rows of msprof-analyze's own cluster files (source "cluster")."""
+        rows = [{**self._who(c), "device_id": c.get("device_id"), "source": c.get("step_trace_source"), **r}
+                for c in self._ok() for r in c.get("step_trace") or []]
+        rows += [{**self._who(c), "device_id": None, "source": "cluster", **r}
+                 for c in self._ok() if c.get("kind") == "cluster" for r in c.get("ranks") or []]
+        return Rows(rows)
+
     def top_ops(self) -> Rows:
         """Host ops by self time (count, total, self and launched device time), per capture."""
         return self._per_capture("top_ops")

@@ -43,7 +43,6 @@ DEVICE_CATS = {"kernel", "mtia_ccp_events", "Kernel"} | MEMCPY_CATS
 SKIP_CATS = {"Trace", "ac2g", "flow"}
 DEVICE_PROCESSES = (ASCEND_HARDWARE, HCCL_PROCESS, "Communication")
 DERIVED_PROCESSES = (LANE_PROCESS,)
-MEMCPY_RE = re.compile(r"memcpy|memset|sdma", re.I)
 # copy / fill kernels that run as kernels (ROCm's blit kernels), not as gpu_memcpy activities
 COPY_KERNEL_PREFIXES = ("__amd_rocclr_copyBuffer", "__amd_rocclr_fillBuffer", "__amd_rocclr_copyImage")
 STEP_RE = re.compile(r"^ProfilerStep#(\d{1,15})$")   # a longer number is no step of a real run (and no int64)

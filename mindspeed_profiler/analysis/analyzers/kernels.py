@@ -1,5 +1,5 @@
-"""Device kernels by total time: from a Kineto / trace_view trace, torch_npu's
-kernel_details.csv, or its db export."""
+"""Device kernels by total time: from a Kineto / trace_view trace, or torch_npu's kernel_details.csv
+(the db export's compute tasks and ops come in the same shape)."""
 from __future__ import annotations
 
 import numpy as np
@@ -48,17 +48,6 @@ def kernel_types(types: list[str], dur: np.ndarray, top_n: int) -> list[dict]:
     for t, d in zip(types, dur):
         by_type[t] = by_type.get(t, 0.0) + float(d)
     return sorted(({"type": k, "total_us": v} for k, v in by_type.items()), key=lambda a: -a["total_us"])[:top_n]
-
-
-def db_kernels(tasks: np.ndarray, names: dict[int, str]) -> list[dict]:
-    """Named compute tasks of the db export ((startNs, endNs, globalTaskId) rows) by name, largest first."""
-    agg: dict[str, dict] = {}
-    for (s, e, g) in tasks:
-        n = names[int(g)]
-        a = agg.setdefault(n, {"name": n, "count": 0, "total_us": 0.0, "class": "compute"})
-        a["count"] += 1
-        a["total_us"] += (e - s) / 1e3
-    return sorted(agg.values(), key=lambda a: -a["total_us"])
 
 
 def kernel_totals(rows: list[dict]) -> list[list]:

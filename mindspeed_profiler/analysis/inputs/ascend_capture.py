@@ -18,6 +18,7 @@ captures"); what a capture cannot answer is listed in its `missing` field.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -31,8 +32,8 @@ from ..analyzers.communication import communication_summary, device_communicatio
 from ..analyzers.kernels import detail_kernels, kernel_class, kernel_totals, kernel_types
 from ..analyzers.memory import npu_memory_summary
 from ..analyzers.trace_summary import collective_calls, summarise_classified
-from ..parsing.ascend_comm import collective_rows, link_rows, load_json
-from ..parsing.ascend_db import read_profiler_db, read_step_trace_table
+from ..parsing.ascend_comm import collective_rows, collective_rows_from_db, link_rows, link_rows_from_db, load_json
+from ..parsing.ascend_db import read_analysis_db, read_profiler_db
 from ..parsing.ascend_files import (STEP_TRACE_DB_COLUMNS, read_kernel_details, read_memory_record,
                                     read_step_trace_time, step_label, step_trace_rows)
 from ..parsing.ascend_identity import read_identity
@@ -112,7 +113,8 @@ def analyse_ascend(files: AscendFiles, rank_known: int | None, top_n: int, want_
             warnings.append(f"{files.kernel_details.name}: {kd.n_bad} row(s) without a usable start time or duration were left out")
         if files.kernel_details and files.trace_view and out.get("start_us") is not None:
             warnings += _same_recording(out, kd)
-    rows, source = _breakdown(files, ct, kd, warnings)
+    adb = _analysis_db(files, warnings)
+    rows, source = _breakdown(files, ct, kd, adb, warnings)
     if rows:
         out["step_trace"], out["step_trace_source"] = rows, source
     out["steps"] = _steps(out.get("steps") or [], rows, kd, events_src, source, warnings)
@@ -122,7 +124,7 @@ def analyse_ascend(files: AscendFiles, rank_known: int | None, top_n: int, want_
     if out.get("wall_us") is None:
         out["wall_us"] = float(sum(r["dur_us"] for r in rows)) if rows else 0.0
         out["start_us"] = float(kd.base + kd.ts.min()) if kd is not None and len(kd.ts) else None
-    out["communication"] = _communication(files, out, krows, top_n, warnings)
+    out["communication"] = _communication(files, adb, out, krows, top_n, warnings)
     memory = _memory(files, pdb, warnings)
     if memory:
         out["memory"] = memory
@@ -147,7 +149,18 @@ def _same_recording(out: dict, kd) -> list[str]:
     return []
 
 
-def _breakdown(files: AscendFiles, ct, kd, warnings: list[str]) -> tuple[list[dict], str | None]:
+def _analysis_db(files: AscendFiles, warnings: list[str]) -> dict:
+    """torch_npu's analysis.db tables ({} without the file; a damaged one is a warning)."""
+    if not files.analysis_db:
+        return {}
+    try:
+        return read_analysis_db(files.analysis_db)
+    except sqlite3.Error as exc:
+        warnings.append(f"{files.analysis_db.name}: unreadable ({type(exc).__name__}: {exc})")
+        return {}
+
+
+def _breakdown(files: AscendFiles, ct, kd, adb: dict, warnings: list[str]) -> tuple[list[dict], str | None]:
     """The per-step rows and where they come from (module doc: the order)."""
     computed, computed_src = None, None
     if ct is not None:
@@ -164,10 +177,9 @@ def _breakdown(files: AscendFiles, ct, kd, warnings: list[str]) -> tuple[list[di
     own, own_src = None, None
     if files.step_trace:
         own, own_src = read_step_trace_time(files.step_trace), files.step_trace.name
-    elif files.analysis_db:
-        table = read_step_trace_table(files.analysis_db)
-        if table:
-            own, own_src = step_trace_rows(table, STEP_TRACE_DB_COLUMNS), f"{files.analysis_db.name}: StepTraceTime"
+    elif adb.get("StepTraceTime"):
+        own = step_trace_rows(adb["StepTraceTime"], STEP_TRACE_DB_COLUMNS)
+        own_src = f"{files.analysis_db.name}: StepTraceTime"
     if own:
         by_step = {r["step"]: r for r in computed or []}
         for r in own:
@@ -241,29 +253,34 @@ def _steps(host: list[dict], rows: list[dict], kd, events_src, rows_src, warning
     return steps
 
 
-def _communication(files: AscendFiles, out: dict, krows: list[dict], top_n: int, warnings: list[str]) -> dict | None:
+def _communication(files: AscendFiles, adb: dict, out: dict, krows: list[dict], top_n: int,
+                   warnings: list[str]) -> dict | None:
     """Device part (from the breakdown), host part (collective calls on the host, from the events),
     the collectives by time (the ops of the events, else kernel_details' HCCL rows, else
-    communication.json's ops), `collectives` (communication.json: wait / transit per op) and `links`
-    (communication_matrix.json: per transport)."""
+    communication.json's ops), `collectives` (communication.json, else analysis.db's
+    CommAnalyzerTime: wait / transit per op) and `links` (communication_matrix.json, else
+    CommAnalyzerMatrix: per transport)."""
     prev = out.get("communication") or {}
     calls = [c for c in prev.get("top") or [] if c.get("where") == "device"] or collective_calls(krows)
     host_calls = [c for c in prev.get("top") or [] if c.get("where") == "host"]
     collectives = links = None
     if files.communication:
         try:
-            crows = collective_rows(load_json(files.communication))
-            collectives = collective_summary(crows, top_n)
-            if not calls and collectives:
-                calls = [{"name": o["name"], "where": "device", "count": o["count"], "total_us": o["elapse_us"]}
-                         for o in collectives["top"]]
+            collectives = collective_summary(collective_rows(load_json(files.communication)), top_n)
         except (OSError, ValueError) as exc:
             warnings.append(f"{files.communication.name}: unreadable ({type(exc).__name__}: {exc})")
+    elif adb.get("CommAnalyzerTime"):
+        collectives = collective_summary(collective_rows_from_db(adb["CommAnalyzerTime"]), top_n)
+    if not calls and collectives:
+        calls = [{"name": o["name"], "where": "device", "count": o["count"], "total_us": o["elapse_us"]}
+                 for o in collectives["top"]]
     if files.matrix:
         try:
             links = link_summary(link_rows(load_json(files.matrix)))
         except (OSError, ValueError) as exc:
             warnings.append(f"{files.matrix.name}: unreadable ({type(exc).__name__}: {exc})")
+    elif adb.get("CommAnalyzerMatrix"):
+        links = link_summary(link_rows_from_db(adb["CommAnalyzerMatrix"]))
     summary = communication_summary(device_communication(out.get("device")), prev.get("host"), calls + host_calls, top_n)
     if summary is None and (collectives or links):
         summary = {"device": None, "host": None, "top": sorted(calls, key=lambda r: -r["total_us"])[:top_n]}
@@ -320,8 +337,9 @@ def _missing(files: AscendFiles, events_src, kd, rows: list[dict], out: dict) ->
         miss.append(f"the per-step breakdown (no {formats.ASCEND_STEP_TRACE}, {formats.ASCEND_ANALYSIS_DB}, "
                     f"{formats.ASCEND_TRACE_VIEW}, db export or {formats.ASCEND_KERNEL_DETAILS})")
     comm = (out.get("device") or {}).get("communication_us")
-    if comm and not files.communication:
-        miss.append(f"the collectives' wait / transit times (no {formats.ASCEND_COMMUNICATION})")
+    if comm and not (out.get("communication") or {}).get("collectives"):
+        miss.append(f"the collectives' wait / transit times (no {formats.ASCEND_COMMUNICATION} or "
+                    f"{formats.ASCEND_ANALYSIS_DB} CommAnalyzerTime)")
     if out.get("rank") is None and not out.get("ascend", {}).get("identity_files"):
         miss.append("the rank (no profiler_info_<N>.json, profiler_metadata.json or RANK_DEVICE_MAP)")
     return miss

@@ -125,23 +125,28 @@ def group_rows(obj: dict) -> list[dict]:
     return out
 
 
-def collective_rows_from_db(rows: list[dict]) -> list[dict]:
-    """cluster_analysis.db's ClusterCommunicationTime (times in ms) as collective_rows()."""
-    return [{"rank": r.get("rank_id"), "step": step_label(_STEP.match(str(r.get("step") or "")).group(1))
-             if _STEP.match(str(r.get("step") or "")) else step_label(r.get("step")),
+def _db_step(v):
+    m = _STEP.match(str(v or ""))
+    return step_label(m.group(1)) if m else step_label(v)
+
+
+def collective_rows_from_db(rows: list[dict], rank: int | None = None) -> list[dict]:
+    """cluster_analysis.db's ClusterCommunicationTime, or torch_npu's analysis.db CommAnalyzerTime
+    (one rank's; times in ms), as collective_rows()."""
+    return [{"rank": r.get("rank_id", rank), "step": _db_step(r.get("step")),
              "type": r.get("type"), "op": r.get("hccl_op_name"), "group": r.get("group_name"),
-             "start_us": _f(r.get("start_timestamp")) or None, "elapse_us": _f(r.get("elapsed_time")) * 1e3,
+             "start_us": _f(r.get("start_timestamp")) or None,
+             "elapse_us": _f(r.get("elapsed_time", r.get("elapse_time"))) * 1e3,
              "transit_us": _f(r.get("transit_time")) * 1e3, "wait_us": _f(r.get("wait_time")) * 1e3,
              "sync_us": _f(r.get("synchronization_time")) * 1e3, "idle_us": _f(r.get("idle_time")) * 1e3, "transports": {}}
             for r in rows if r.get("hccl_op_name") and r.get("hccl_op_name") != TOTAL_OP]
 
 
 def link_rows_from_db(rows: list[dict]) -> list[dict]:
-    """cluster_analysis.db's ClusterCommunicationMatrix as link_rows()."""
+    """cluster_analysis.db's ClusterCommunicationMatrix, or analysis.db's CommAnalyzerMatrix, as link_rows()."""
     def rank(v):
-        x = _f(v)
-        return int(x) if v is not None else None
-    return [{"step": step_label(str(r.get("step") or "").removeprefix("step")), "type": None, "op": r.get("hccl_op_name"),
+        return int(_f(v)) if v is not None else None
+    return [{"step": _db_step(r.get("step")), "type": r.get("type"), "op": r.get("hccl_op_name"),
              "group": r.get("group_name"), "src": rank(r.get("src_rank")), "dst": rank(r.get("dst_rank")),
              "transport": str(r.get("transport_type")), "op_name": r.get("op_name"), "size_mb": _f(r.get("transit_size")),
              "time_ms": _f(r.get("transit_time")), "bandwidth_gbps": _f(r.get("bandwidth"))}

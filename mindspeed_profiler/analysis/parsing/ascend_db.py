@@ -172,12 +172,16 @@ def _memory(db: _Db, device: int | None) -> list[dict]:
              "active_bytes": _ns(ac)} for c, t, a, r, ac in db.rows(sql, "MEMORY_RECORD")]
 
 
-def read_step_trace_table(path: Path) -> list[dict] | None:
-    """torch_npu's own per-step breakdown in the db export: analysis.db's StepTraceTime (the
-    columns of step_trace_time.csv, snake_case; microseconds). None without the table."""
+ANALYSIS_TABLES = ("StepTraceTime", "CommAnalyzerTime", "CommAnalyzerMatrix")
+
+
+def read_analysis_db(path: Path) -> dict[str, list[dict] | None]:
+    """torch_npu's own analysis db beside the export: StepTraceTime (step_trace_time.csv's columns,
+    snake_case; us), CommAnalyzerTime / CommAnalyzerMatrix (communication.json's and
+    communication_matrix.json's rows; ms). None for an absent table."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        return _table(con, "StepTraceTime")
+        return {name: _table(con, name) for name in ANALYSIS_TABLES}
     finally:
         con.close()
 

@@ -74,15 +74,22 @@ def read_identity(capture_dir: Path) -> AscendIdentity:
     return ident
 
 
-def _profiler_info(path: Path, suffix: str | None, ident: AscendIdentity) -> None:
+def _read(path: Path, ident: AscendIdentity) -> dict | None:
+    """The file's JSON object (None: not one, or damaged: a warning); noted as read."""
     try:
-        info = _load(path)
+        obj = _load(path)
     except (OSError, ValueError) as exc:
         ident.warnings.append(f"{path.name}: unreadable ({type(exc).__name__}: {exc})")
-        return
+        return None
+    if obj is not None:
+        ident.sources.append(path.name)
+    return obj
+
+
+def _profiler_info(path: Path, suffix: str | None, ident: AscendIdentity) -> None:
+    info = _read(path, ident)
     if info is None:
         return
-    ident.sources.append(path.name)
     rank = _int(info.get("rank_id"))
     if rank is None and suffix is not None:
         rank = int(suffix)
@@ -102,14 +109,9 @@ def _profiler_info(path: Path, suffix: str | None, ident: AscendIdentity) -> Non
 
 
 def _metadata(path: Path, ident: AscendIdentity) -> None:
-    try:
-        meta = _load(path)
-    except (OSError, ValueError) as exc:
-        ident.warnings.append(f"{path.name}: unreadable ({type(exc).__name__}: {exc})")
-        return
+    meta = _read(path, ident)
     if meta is None:
         return
-    ident.sources.append(path.name)
     args = meta.get("distributed_args") if isinstance(meta.get("distributed_args"), dict) else {}
     rank, world = _int(args.get("rank")), _int(args.get("world_size"))
     if ident.rank is None and rank is not None and rank >= 0:
