@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from mindspeed_profiler import stages as _stages
+from mindspeed_profiler import yaml_bounded
 from mindspeed_profiler.formats import ROLE_RE, RUN_ID_KEY, RUN_ID_RE, SYSTEM_DIR
 
 ROOT_KEY = "profiler_config"
@@ -807,32 +808,9 @@ def _to_container(source: Any) -> Any:
         raise ProfilerConfigError([(where, f"cannot resolve: {msg}")]) from None
 
 
-def _expanded_size(node: Any, memo: dict[int, int], limit: int) -> int:
-    """How many nodes `node` (a composed YAML node) stands for with every alias expanded; stops
-    counting past `limit`. Aliases share node objects, so the memo keeps this linear in the file."""
-    key = id(node)
-    if key in memo:
-        return memo[key]
-    memo[key] = limit + 1  # a node inside itself (a recursive alias) expands without end
-    total = 1
-    value = node.value
-    if isinstance(value, list):
-        for item in value:
-            for child in (item if isinstance(item, tuple) else (item,)):
-                total += _expanded_size(child, memo, limit)
-                if total > limit:
-                    break
-            if total > limit:
-                break
-    memo[key] = total
-    return total
-
-
 def _load_yaml(path: Path) -> Any:
     """safe_load with a bound on alias expansion (a 279-byte "billion laughs" file expands to
     millions of nodes: refused before anything is built from it)."""
-    import yaml
-
     where = str(path)
     try:
         text = path.read_bytes().decode("utf-8")
@@ -841,13 +819,9 @@ def _load_yaml(path: Path) -> Any:
     except OSError as exc:
         raise ProfilerConfigError([(where, f"cannot read: {exc.strerror or exc}")]) from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        if node is not None and _expanded_size(node, {}, MAX_YAML_NODES) > MAX_YAML_NODES:
-            raise ProfilerConfigError([(where, f"YAML aliases expand to more than {MAX_YAML_NODES:,} nodes (a \"billion laughs\" "
-                                               f"file?); expand the anchors by hand or use fewer")])
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ProfilerConfigError([(where, f"not valid YAML: {str(exc)[:2000]}")]) from None
+        return yaml_bounded.load(text, max_nodes=MAX_YAML_NODES)
+    except yaml_bounded.YamlRefused as exc:
+        raise ProfilerConfigError([(where, str(exc))]) from None
     except RecursionError:
         raise ProfilerConfigError([(where, "nested too deeply to be a config")]) from None
 
@@ -916,26 +890,29 @@ def _find_block(data: Any, origin: str) -> dict[str, Any]:
 
 
 def _parse_override(text: str) -> tuple[list[str], Any]:
-    import yaml
-
     if "=" not in text:
-        raise ProfilerConfigError([(text, "override must look like profiler_config.integrated.stage=actor_update")])
+        raise ProfilerConfigError([(_shown(text), "override must look like profiler_config.integrated.stage=actor_update")])
     key, raw_value = text.split("=", 1)
     key = key.strip().lstrip("+")  # Hydra's '+key=value' adds a key; same for us
     parts = [p for p in key.split(".") if p]
     if parts and parts[0] == ROOT_KEY:
         parts = parts[1:]
     if not parts:
-        raise ProfilerConfigError([(text, "override has no key")])
+        raise ProfilerConfigError([(_shown(text), "override has no key")])
     if len(parts) > MAX_OVERRIDE_DEPTH:
         raise ProfilerConfigError([(text[:120] + ("..." if len(text) > 120 else ""),
                                     f"override key has {len(parts)} dotted parts; the config is 3 levels deep "
                                     f"(e.g. profiler_config.integrated.stage=actor_update)")])
     try:
-        value = yaml.safe_load(raw_value) if raw_value.strip() else None
-    except yaml.YAMLError as exc:
-        raise ProfilerConfigError([(text, f"value is not valid YAML: {exc}")]) from None
+        value = yaml_bounded.load_value(raw_value)
+    except yaml_bounded.YamlRefused as exc:
+        raise ProfilerConfigError([(_shown(text), f"value: {exc}")]) from None
     return parts, value
+
+
+def _shown(text: str, n: int = 120) -> str:
+    """An override as shown in an error: its first characters (a value may be megabytes)."""
+    return text if len(text) <= n else text[:n] + "..."
 
 
 def _apply_override(block: dict[str, Any], parts: list[str], value: Any) -> None:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
 from mindspeed_profiler import config as C
+from mindspeed_profiler import yaml_bounded
 from mindspeed_profiler import stages as _stages
 
 __all__ = ["Translation", "translate", "translate_kind", "find_block", "collect_notes", "split_overrides", "DIALECT_TITLES"]
@@ -96,11 +97,11 @@ class _Reader:
             key, comma, rest = expr[len("oc.select:"):].partition(",")
             expr = key.strip()
             if comma:
-                import yaml
-
                 try:
-                    default = yaml.safe_load(rest) if rest.strip() else None
-                except yaml.YAMLError:
+                    default = yaml_bounded.load_value(rest)
+                except yaml_bounded.YamlRefused as exc:
+                    if len(rest) > yaml_bounded.MAX_VALUE_CHARS or "expand" in str(exc):
+                        raise C.ProfilerConfigError([(where, f"the default of {value[:80]!r}...: {exc}")]) from None
                     default = rest.strip()
             else:
                 default = None
@@ -702,8 +703,6 @@ def split_overrides(data: Any, overrides: Sequence[str]) -> tuple[Any, list[str]
     copy with the overrides that address our block (`profiler_config.`, `integrated.`, ...)."""
     if not _mapping(data) or C.ROOT_KEY in data or translate_kind(data) is None:
         return data, list(overrides)
-    import yaml
-
     data = C._deep_copy(data)
     ours: list[str] = []
     for text in overrides:
@@ -713,9 +712,9 @@ def split_overrides(data: Any, overrides: Sequence[str]) -> tuple[Any, list[str]
             ours.append(text)
             continue
         try:
-            value = yaml.safe_load(raw) if raw.strip() else None
-        except yaml.YAMLError as exc:
-            raise C.ProfilerConfigError([(text, f"value is not valid YAML: {exc}")]) from None
+            value = yaml_bounded.load_value(raw)
+        except yaml_bounded.YamlRefused as exc:
+            raise C.ProfilerConfigError([(text[:120], f"value: {exc}")]) from None
         node = data
         for part in parts[:-1]:
             if not isinstance(node.get(part), dict):

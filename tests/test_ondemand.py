@@ -317,7 +317,9 @@ def _run_job(tmp_path: Path, iterations: int, stop_event: threading.Event, perio
 
 def test_cli_trigger_and_status(tmp_path, capsys):
     stop = threading.Event()
-    job = threading.Thread(target=_run_job, args=(tmp_path, 60, stop))
+    # the job runs until the test is done with it (a fixed 60 iterations ran out on a loaded machine,
+    # where the captures' exports slow each iteration and the trigger asks for later ones)
+    job = threading.Thread(target=_run_job, args=(tmp_path, 5000, stop))
     job.start()
     try:
         deadline = time.time() + 20

@@ -27,9 +27,38 @@ def write_atomic(path: Path, data: bytes) -> Path:
     return path
 
 
+_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+_INT64 = 2**63
+
+
 def write_summary(path: Path, summary: dict) -> None:
-    write_atomic(path, orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
-                                    | orjson.OPT_NON_STR_KEYS))
+    """summary.json; an integer JSON cannot carry as one (beyond 64 bits, from a crafted input
+    that got past its reader) becomes a float and a warning, never a lost summary."""
+    try:
+        data = orjson.dumps(summary, option=_OPTS)
+    except TypeError:
+        found: list[str] = []
+        clean = _fit_ints(summary, "", found)
+        clean.setdefault("warnings", []).append(
+            f"{len(found)} integer(s) beyond 64 bits written as floats (first at {found[0] if found else '?'}): "
+            "a crafted value in an input")
+        data = orjson.dumps(clean, option=_OPTS)
+    write_atomic(path, data)
+
+
+def _fit_ints(v, where: str, found: list[str]):
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        if -_INT64 <= v < _INT64:
+            return v
+        found.append(where or "/")
+        return float(v)
+    if isinstance(v, dict):
+        return {k: _fit_ints(x, f"{where}/{k}", found) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_fit_ints(x, f"{where}/{i}", found) for i, x in enumerate(v)]
+    return v
 
 
 def load_summary(path: Path) -> dict:

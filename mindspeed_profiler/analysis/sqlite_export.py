@@ -74,18 +74,21 @@ CREATE INDEX timeline_stages_iteration ON timeline_stages(iteration, stage);
 BREAKDOWN_COLUMNS = BREAKDOWN_FIELDS + ("memcpy_exposed_us",)
 
 
+_INT64 = 2**63
+
+
 def _int(v) -> int | None:
-    """An integer value (bool is not one); None for anything else."""
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+    """An integer value SQLite can hold (bool is not one); None for anything else."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and -_INT64 <= v < _INT64 else None
 
 
 def _step(v):
     """A numbered step as an integer; any other label kept as it is (text)."""
     if _int(v) is not None:
         return v
-    if isinstance(v, float) and v.is_integer():
+    if isinstance(v, float) and v.is_integer() and abs(v) < _INT64:
         return int(v)
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit() and abs(int(v)) < _INT64:
         return int(v)
     return None if v is None else str(v)
 

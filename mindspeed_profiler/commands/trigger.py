@@ -37,8 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _fields(args: argparse.Namespace) -> dict:
-    import yaml
-
+    from mindspeed_profiler import yaml_bounded
     from mindspeed_profiler.ondemand.trigger import TriggerError
 
     fields: dict = {}
@@ -47,9 +46,9 @@ def _fields(args: argparse.Namespace) -> dict:
         if not sep or not key.strip():
             raise TriggerError(f"--set {item!r}: expected FIELD=VALUE, e.g. profile_with_memory=true")
         try:
-            fields[key.strip()] = yaml.safe_load(value) if value.strip() else None
-        except yaml.YAMLError as exc:
-            raise TriggerError(f"--set {item!r}: the value is not valid YAML: {exc}") from None
+            fields[key.strip()] = yaml_bounded.load_value(value)
+        except (yaml_bounded.YamlRefused, RecursionError) as exc:
+            raise TriggerError(f"--set {item[:120]!r}: the value: {exc or 'nested too deeply'}") from None
     if args.stage:
         fields["stage"] = args.stage[0] if len(args.stage) == 1 else list(args.stage)
     if args.ranks:

@@ -24,7 +24,16 @@ def _free_action(trace: list) -> str:
     return "free_completed" if any(e.get("action") == "free_completed" for e in trace) else "free_requested"
 
 
+def _event_ok(e) -> bool:
+    """An allocator event the replay can use: a dict with a text action and an integer size."""
+    return (isinstance(e, dict) and isinstance(e.get("action"), str) and isinstance(e.get("size"), int)
+            and not isinstance(e.get("size"), bool) and e.get("size") >= 0 and isinstance(e.get("addr"), int))
+
+
 def device_memory(trace: list, segments: list, device: int, top_n: int) -> dict | None:
+    n_in = len(trace)
+    trace = [e for e in trace if _event_ok(e)]
+    n_bad = n_in - len(trace)
     allocs = [e for e in trace if e.get("action") == "alloc"]
     if not allocs:
         return None
@@ -49,21 +58,23 @@ def device_memory(trace: list, segments: list, device: int, top_n: int) -> dict 
             live.pop(e.get("addr"), None)
     sites: dict[str, list] = {}
     for e in live.values():
-        s = sites.setdefault(_site(e.get("frames") or []), [0, 0])
+        frames = e.get("frames")
+        s = sites.setdefault(_site(frames if isinstance(frames, list) else []), [0, 0])
         s[0] += e["size"]
         s[1] += 1
-    active_end = sum(b.get("size", 0) for seg in segments if seg.get("device", device) == device
-                     for b in seg.get("blocks") or [] if b.get("state") == "active_allocated")
+    active_end = sum(b["size"] for seg in segments if isinstance(seg, dict) and seg.get("device", device) == device
+                     for b in (seg.get("blocks") if isinstance(seg.get("blocks"), list) else [])
+                     if isinstance(b, dict) and b.get("state") == "active_allocated" and isinstance(b.get("size"), int))
     baseline = max(0, active_end - net_end) if active_end else 0
     return {"device": device, "peak_bytes": baseline + peak, "peak_in_window_bytes": peak, "baseline_bytes": baseline,
-            "n_allocs": len(allocs),
+            "n_allocs": len(allocs), "n_bad_events": n_bad,
             "top_sites": [{"site": k, "bytes": v[0], "count": v[1]}
                           for k, v in sorted(sites.items(), key=lambda kv: -kv[1][0])[:top_n]]}
 
 
 def memory_summary(snapshot: dict, top_n: int) -> list[dict]:
     """One row per device whose trace has allocations."""
-    segments = snapshot.get("segments") or []
+    segments = snapshot.get("segments") if isinstance(snapshot.get("segments"), list) else []
     out = []
     for device, trace in enumerate(snapshot.get("device_traces") or []):
         row = device_memory(trace or [], segments, device, top_n) if isinstance(trace, list) else None

@@ -40,20 +40,27 @@ def clip(segments: Sequence[Segment], windows: Iterable[tuple[float, float]]) ->
 
 def frame_times(trace: PySpyTrace, segments: Sequence[Segment], top_n: int = 20) -> dict:
     """{"sampled_ms", "top_self": [...], "top_total": [...]}: rows {function, file, ms, share}."""
-    by_stack: dict[int, float] = {}
+    n = len(trace.stacks)
+    own = [0.0] * n   # time with this stack innermost
     for s, e, stack, _ in segments:
-        by_stack[stack] = by_stack.get(stack, 0.0) + (e - s)
-    total = sum(by_stack.values())
+        own[stack] += e - s
+    total = sum(own)
+    # a stack's subtree time: children are made after their parent, so one reverse pass adds each
+    # node's time into its parent (linear, however deep the stacks)
+    sub = own[:]
+    for sid in range(n - 1, -1, -1):
+        parent = trace.stacks[sid][0]
+        if parent >= 0:
+            sub[parent] += sub[sid]
     self_t: dict[tuple[str, str], float] = {}
     incl: dict[tuple[str, str], float] = {}
-    for sid, dur in by_stack.items():
-        stack = trace.stacks[sid]
-        if not stack:
-            continue
-        leaf = trace.frames[stack[-1]][:2]
-        self_t[leaf] = self_t.get(leaf, 0.0) + dur
-        for key in {trace.frames[f][:2] for f in stack}:
-            incl[key] = incl.get(key, 0.0) + dur
+    for sid, (_parent, frame, first) in enumerate(trace.stacks):
+        key = trace.frames[frame][:2]
+        if own[sid]:
+            self_t[key] = self_t.get(key, 0.0) + own[sid]
+        # total time: the time under the outermost occurrence of a frame (recursion counted once)
+        if first and sub[sid]:
+            incl[key] = incl.get(key, 0.0) + sub[sid]
     return {"sampled_ms": total / 1e3, "top_self": _rows(self_t, total, top_n), "top_total": _rows(incl, total, top_n)}
 
 

@@ -5,19 +5,17 @@ directory not parsed yet, parsed here with torch_npu's offline parser where torc
 from __future__ import annotations
 
 import os
-import pickle
 import sys
 from pathlib import Path
 from typing import Callable
 
 from mindspeed_profiler import formats
 
-from ..analyzers.memory import memory_summary
 from ..discover import Capture, read_identity, rel
 from ..parsing import ascend_raw
-from ..parsing.memory_snapshot import read_memory_snapshot
 from . import InputKind, register_input
 from .ascend_capture import AscendFiles, analyse_ascend
+from .snapshots import snapshot_memory
 
 # what a directory of Ascend output holds that the analysis reads (besides ascend_pytorch_profiler*.db)
 _READ = frozenset(formats.ASCEND_TEXT_FILES) | {formats.ASCEND_ANALYSIS_DB}
@@ -77,11 +75,11 @@ def analyse(root: Path, cap: Capture, top_n: int, want_events: bool) -> tuple[di
     out, events = analyse_ascend(files, cap.rank, top_n, want_events)
     snapshots = [p for p in paths if p.name.endswith(formats.MEMORY_SNAPSHOT_SUFFIX)]
     if snapshots:
-        try:
-            out.setdefault("memory", {}).update(snapshot=rel(root, snapshots[0]),
-                                                devices=memory_summary(read_memory_snapshot(snapshots[0]), top_n))
-        except (OSError, ValueError, EOFError, pickle.UnpicklingError) as exc:
-            out["warnings"].append(f"{snapshots[0].name}: memory snapshot unreadable ({type(exc).__name__}: {exc})")
+        memory, warning = snapshot_memory(root, snapshots[0], top_n)
+        if memory:
+            out.setdefault("memory", {}).update(memory)
+        if warning:
+            out["warnings"].append(warning)
     return out, events
 
 

@@ -5,18 +5,16 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-import pickle
 from pathlib import Path
 
 from mindspeed_profiler import formats
 
-from ..analyzers.memory import memory_summary
 from ..analyzers.trace_summary import summarise
 from ..discover import Capture, not_a_regular_file, read_identity, rel
 from ..parsing import jsonscan
 from ..parsing.kineto_trace import event_columns, read_kineto_trace
-from ..parsing.memory_snapshot import read_memory_snapshot
 from . import InputKind, register_input
+from .snapshots import snapshot_memory
 
 
 def is_trace_json(name: str) -> bool:
@@ -117,11 +115,11 @@ def analyse(root: Path, cap: Capture, top_n: int, want_events: bool) -> tuple[di
         out["rank"] = dist["rank"]
     snapshots = [p for p in paths if p.name.endswith(formats.MEMORY_SNAPSHOT_SUFFIX)]
     if snapshots:
-        try:
-            out["memory"] = {"snapshot": rel(root, snapshots[0]),
-                             "devices": memory_summary(read_memory_snapshot(snapshots[0]), top_n)}
-        except (OSError, ValueError, EOFError, pickle.UnpicklingError) as exc:
-            out.setdefault("warnings", []).append(f"{snapshots[0].name}: memory snapshot unreadable ({type(exc).__name__}: {exc})")
+        memory, warning = snapshot_memory(root, snapshots[0], top_n)
+        if memory:
+            out["memory"] = memory
+        if warning:
+            out.setdefault("warnings", []).append(warning)
     return out, events
 
 

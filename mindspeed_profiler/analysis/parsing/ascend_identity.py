@@ -51,8 +51,8 @@ def _int(v) -> int | None:
     if isinstance(v, bool):
         return None
     if isinstance(v, int):
-        return v
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit() and len(v.strip()) < 12:
+        return v if abs(v) < 2**31 else None
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit() and len(v.strip()) < 10:
         return int(v.strip())
     return None
 
@@ -91,7 +91,7 @@ def _profiler_info(path: Path, suffix: str | None, ident: AscendIdentity) -> Non
     if info is None:
         return
     rank = _int(info.get("rank_id"))
-    if rank is None and suffix is not None:
+    if rank is None and suffix is not None and len(suffix) <= 9:
         rank = int(suffix)
     if rank is not None and rank >= 0:
         ident.rank = rank

@@ -13,6 +13,7 @@ are counted and reported, not fatal.
 """
 from __future__ import annotations
 
+import bisect
 import re
 from pathlib import Path
 from typing import Any
@@ -66,47 +67,57 @@ def _group_stage(cat: str, name: str) -> str:
     return f"{group}/{name}"
 
 
+MAX_NUMBER = 2**31 - 1   # ranks and step numbers a table holds (a 20-digit one is no real worker's)
+
+
 def _worker(pid: str) -> tuple[str, int]:
     """("actor", 0) from "ActorGroup:0"; ("driver", 0) from "driver"."""
     role, _, rank = pid.partition(":")
     role = _GROUP_SUFFIX_RE.sub("", role).lower() or role
-    return role, int(rank) if rank.isdigit() else 0
+    return role, int(rank) if rank.isascii() and rank.isdigit() and int(rank) <= MAX_NUMBER else 0
+
+
+def _step_number(idx, order: int) -> int:
+    """The runner's step_idx when it is a plausible step number, else the step's order."""
+    if isinstance(idx, (int, float)) and not isinstance(idx, bool) and idx == idx and 0 <= idx <= MAX_NUMBER:
+        return int(idx)
+    return order
 
 
 def to_timeline(events: list[dict]) -> tuple[dict, list[str]]:
-    """Our timeline (a Chrome trace object with stage / iteration spans) from RLinf's events."""
+    """Our timeline (a Chrome trace object with stage / iteration spans) from RLinf's events.
+    Linear after one sort: an end closes the latest open begin of the same name on its thread (one
+    stack per thread and name), a span's step is found by bisection."""
     warnings: list[str] = []
     stacks: dict[tuple, list[dict]] = {}
     spans: list[dict] = []
     unpaired = 0
-    for e in sorted((e for e in events if e.get("ph") in ("B", "E") and isinstance(e.get("ts"), (int, float))),
+    for e in sorted((e for e in events if e.get("ph") in ("B", "E") and isinstance(e.get("ts"), (int, float))
+                     and not isinstance(e.get("ts"), bool) and e["ts"] == e["ts"]),
                     key=lambda e: (e["ts"], e["ph"] == "B")):
-        key = (str(e.get("pid")), str(e.get("tid")))
+        key = (str(e.get("pid")), str(e.get("tid")), str(e.get("name")))
         if e["ph"] == "B":
             stacks.setdefault(key, []).append(e)
             continue
-        stack = stacks.get(key) or []
-        match = next((i for i in range(len(stack) - 1, -1, -1) if stack[i].get("name") == e.get("name")), None)
-        if match is None:
+        stack = stacks.get(key)
+        if not stack:
             unpaired += 1
             continue
-        b = stack.pop(match)
+        b = stack.pop()
         spans.append({"name": str(b.get("name")), "cat": str(b.get("cat") or ""), "pid": key[0], "ts": float(b["ts"]),
                       "dur": float(e["ts"]) - float(b["ts"]), "args": b.get("args") if isinstance(b.get("args"), dict) else {}})
     unpaired += sum(len(s) for s in stacks.values())
     if unpaired:
         warnings.append(f"{unpaired} begin / end event(s) without their pair were left out")
     steps = sorted((s for s in spans if s["cat"] == RUNNER_CAT and s["name"] == STEP_NAME), key=lambda s: s["ts"])
-    numbered = []
-    for k, s in enumerate(steps, 1):
-        idx = s["args"].get("step_idx")
-        numbered.append((s["ts"], s["ts"] + s["dur"], int(idx) if isinstance(idx, (int, float)) and idx == idx else k))
+    step_lo = [s["ts"] for s in steps]
+    step_hi = [s["ts"] + s["dur"] for s in steps]
+    step_no = [_step_number(s["args"].get("step_idx"), k) for k, s in enumerate(steps, 1)]
 
     def iteration_of(s: dict) -> int | None:
-        for lo, hi, it in numbered:
-            if lo <= s["ts"] <= hi:
-                return it
-        return None
+        """The step (the last one begun at or before the span) that holds the span's start."""
+        k = bisect.bisect_right(step_lo, s["ts"]) - 1
+        return step_no[k] if k >= 0 and s["ts"] <= step_hi[k] else None
 
     out: list[dict] = []
     pids: dict[str, int] = {}

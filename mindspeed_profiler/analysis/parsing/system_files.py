@@ -3,18 +3,24 @@ metadata (`<group>_rank<R>.system.json`), its iteration records (`.iterations.js
 report is. Reads the files as the contract describes them; never imports the runtime."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 
 from mindspeed_profiler import formats
+from mindspeed_profiler.safe_io import read_regular_file
+
+MAX_META_BYTES = 16 << 20          # a worker's metadata is a few KB
+MAX_ITERATIONS_BYTES = 512 << 20   # one line per iteration and clock mark
 
 
 @dataclass
 class SystemWorker:
     meta_path: Path
     meta: dict
+    report_name: str | None = None                      # checked: a plain name inside the directory
     header: dict | None = None                          # the iterations file's "worker" record
     iterations: list[dict] = field(default_factory=list)
     ranges: list[dict] = field(default_factory=list)
@@ -31,9 +37,7 @@ class SystemWorker:
 
     @property
     def report(self) -> Path:
-        name = self.meta.get("report")
-        return self.meta_path.parent / (name if isinstance(name, str) and name else
-                                         self.base + formats.SYSTEM_REPORTS.get(self.backend, ""))
+        return self.meta_path.parent / (self.report_name or self.base + formats.SYSTEM_REPORTS.get(self.backend, ""))
 
     @property
     def pid(self) -> int | None:
@@ -51,6 +55,22 @@ class SystemWorker:
         return [(int(r["begin_wall_ns"]), int(r["end_wall_ns"])) for r in self.iterations if r.get("listed")]
 
 
+def report_name(meta_path: Path, name) -> tuple[str | None, str | None]:
+    """The metadata's `report` when it names a file or directory inside the system directory (a
+    plain name whose resolved path stays there), else (None, why): metadata is data, and a name
+    such as `../../etc/passwd`, an absolute path or a link to /dev/zero must never make the analysis
+    read anything outside the run."""
+    if name is None or name == "":
+        return None, None
+    if not isinstance(name, str) or "/" in name or "\\" in name or "\0" in name or name in (".", "..") or len(name) > 255:
+        return None, f"report {str(name)[:100]!r} in {meta_path.name} is not a file name in this directory: ignored"
+    d = os.path.realpath(meta_path.parent)
+    target = os.path.realpath(meta_path.parent / name)
+    if os.path.commonpath([d, target]) != d:
+        return None, f"report {name!r} in {meta_path.name} leads outside the directory ({target}): ignored"
+    return name, None
+
+
 def is_system_dir(names: list[str]) -> bool:
     return any(n.endswith(formats.SYSTEM_META_SUFFIX) for n in names)
 
@@ -62,10 +82,13 @@ def read_system_dir(d: Path) -> list[SystemWorker]:
     for meta_path in sorted(Path(d).glob("*" + formats.SYSTEM_META_SUFFIX)):
         w = SystemWorker(meta_path, {})
         try:
-            meta = orjson.loads(meta_path.read_bytes())
+            meta = orjson.loads(read_regular_file(meta_path, MAX_META_BYTES))
             if not isinstance(meta, dict):
                 raise ValueError("not a JSON object")
             w.meta = meta
+            w.report_name, why = report_name(meta_path, meta.get("report"))
+            if why:
+                w.problems.append(why)
         except (OSError, ValueError) as exc:
             w.problems.append(f"{meta_path.name}: unreadable ({exc})")
         _read_iterations(w, meta_path.parent / (w.base + formats.SYSTEM_ITERATIONS_SUFFIX))
@@ -79,8 +102,11 @@ def _int(v: object) -> int:
 
 def _read_iterations(w: SystemWorker, path: Path) -> None:
     try:
-        lines = path.read_bytes().splitlines()
-    except OSError:
+        lines = read_regular_file(path, MAX_ITERATIONS_BYTES).splitlines()
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError) as exc:
+        w.problems.append(f"{path.name}: unreadable ({exc})")
         return
     for n, line in enumerate(lines, 1):
         if not line.strip():
