@@ -11,6 +11,7 @@ schemas (`INTEGRATED_FIELDS`, ...) are derived from the dataclasses.
 from __future__ import annotations
 
 import difflib
+import re
 import math
 import os
 from dataclasses import dataclass, field, fields
@@ -49,6 +50,7 @@ MAX_ITERATION = 2**31 - 1
 NAME_MAX = 255     # bytes in one path component (Linux file systems)
 PATH_MAX = 4096    # bytes in a whole path
 MAX_OVERRIDE_DEPTH = 16  # dotted parts in one override key (the schema is three levels deep)
+MAX_UNKNOWN_REPORTED = 10  # unknown keys of one section listed (with a hint each); the rest are counted
 MAX_YAML_NODES = 200_000  # a config file's nodes with every YAML alias expanded (a "billion laughs" is refused)
 
 # Process-level capture of Ray worker groups is built (mindspeed_profiler/system/): an enabled
@@ -176,6 +178,10 @@ def _str_list(optional: bool = False) -> Checker:
         if value is None and optional:
             return None
         if isinstance(value, (list, tuple)) and all(isinstance(v, str) and v for v in value):
+            bad = [v for v in value if "\0" in v]
+            if bad:   # these become command-line words: exec refuses a NUL, and the worker would not start
+                problems.append((path, f"{bad[0][:60]!r} contains a NUL byte; a command-line word cannot hold one"))
+                return _BAD
             return tuple(value)
         problems.append((path, f"got {_describe(value)}; expected a list of strings" + (" or null" if optional else "")))
         return _BAD
@@ -216,9 +222,28 @@ def _scalar_map(value: Any, path: str, problems: Problems) -> Any:
         elif isinstance(v, bool) or not isinstance(v, (str, int, float)):
             problems.append((f"{path}.{k}", f"got {_describe(v)}; expected a string or number"))
             ok = False
+        elif "\0" in k or "\0" in str(v):   # a command-line word or an environment entry: exec refuses a NUL
+            problems.append((f"{path}.{k[:60]}", "contains a NUL byte; a command-line word or environment value cannot hold one"))
+            ok = False
         else:
             out[k] = str(v)
     return MappingProxyType(out) if ok else _BAD
+
+
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _env_map(value: Any, path: str, problems: Problems) -> Any:
+    """_scalar_map whose keys are environment variable names (no '=', which exec would read as the
+    end of the name, and no NUL)."""
+    out = _scalar_map(value, path, problems)
+    if out is _BAD:
+        return _BAD
+    bad = [k for k in out if not ENV_NAME_RE.match(k)]
+    for k in bad:
+        problems.append((f"{path}.{k[:60]}", f"{k[:60]!r} is not an environment variable name (letters, digits and '_', "
+                                             "not starting with a digit)"))
+    return _BAD if bad else out
 
 
 ALL_GROUPS = "all"
@@ -547,7 +572,7 @@ class SystemConfig:
     options: Mapping[str, str] = setting({}, _scalar_map)
     flags: tuple[str, ...] = setting((), _str_list())
     args: Mapping[str, str] = setting({}, _scalar_map)
-    env: Mapping[str, str] = setting({}, _scalar_map)
+    env: Mapping[str, str] = setting({}, _env_map)
 
 
 @dataclass(frozen=True)
@@ -643,13 +668,20 @@ def _check_section(name: str, raw: Any, problems: Problems) -> dict[str, Any] | 
         return None
     raw = _field_keys(raw, schema, path, problems)
     out: dict[str, Any] = {}
+    unknown = 0
     for key, value in raw.items():
         if key not in schema:
-            where = f"{path}.{key}"
+            unknown += 1
+            if unknown > MAX_UNKNOWN_REPORTED:   # thousands of keys: the first ones say enough (and hints cost time)
+                continue
+            text = str(key)
+            shown = text if len(text) <= 80 else text[:80] + "..."
+            where = f"{path}.{shown}"
             # a field placed in the wrong section is a common slip: say where it belongs
             home = next((s for s, sch in _SECTION_SCHEMAS.items() if s != name and key in sch), None)
             also = f"; {key!r} is a field of {ROOT_KEY}.{home}" if home else ""
-            problems.append((where, f"unknown key {key!r}{_hint(key, schema)}{also}; valid keys: {', '.join(schema)}"))
+            hint = _hint(key, schema) if len(text) <= 100 else ""
+            problems.append((where, f"unknown key {shown!r}{hint}{also}; valid keys: {', '.join(schema)}"))
             continue
         if value == MISSING:
             problems.append((f"{path}.{key}", f"is {MISSING!r}, OmegaConf/Hydra's missing value: set it in the YAML or with an override"))
@@ -657,6 +689,8 @@ def _check_section(name: str, raw: Any, problems: Problems) -> dict[str, Any] | 
         checked = schema[key](value, f"{path}.{key}", problems)
         if checked is not _BAD:
             out[key] = checked
+    if unknown > MAX_UNKNOWN_REPORTED:
+        problems.append((path, f"{unknown - MAX_UNKNOWN_REPORTED} more unknown key(s) not listed ({unknown} in all)"))
     return out
 
 

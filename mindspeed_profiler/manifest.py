@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mindspeed_profiler import formats
+from mindspeed_profiler import jsonfile
 from mindspeed_profiler.backends import layout
 from mindspeed_profiler.config import IntegratedConfig, ProfilerConfig, _plain
 
@@ -95,12 +96,13 @@ def write_run_manifest(cfg: Any, save_path: str | None = None, *, role: str = "d
         "start_time": layout.utc_now_iso(),
         "writer": {"role": role, "rank": rank, "host": socket.gethostname(), "pid": os.getpid()},
     }
-    old = read_run_manifest(path.parent)
-    if old and run_id is not None and old.get("run_id") == run_id:
-        # a worker rewriting its run's run.json keeps what others added (the on-demand requests,
-        # the process-level capture's `system` entry)
-        manifest.update({k: v for k, v in old.items() if k not in manifest})
-    return layout.write_json_atomic(path, manifest)
+    def change(old):
+        if old and run_id is not None and old.get("run_id") == run_id:
+            # a worker rewriting its run's run.json keeps what others added (the on-demand
+            # requests, the process-level capture's `system` entry)
+            return {**manifest, **{k: v for k, v in old.items() if k not in manifest}}
+        return manifest
+    return jsonfile.update_json(path, change)
 
 
 def read_run_manifest(run_dir: str | os.PathLike) -> dict[str, Any] | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 import pickle
 
-import pytest
 import torch
 
 from mindspeed_profiler import IntegratedProfiler, load_config

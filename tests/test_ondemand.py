@@ -30,6 +30,7 @@ NPU_TEMPLATE = REPO_ROOT / "tests" / "data" / "torch_npu" / "profiler_config.jso
 @pytest.fixture(autouse=True)
 def fast_polls(monkeypatch):
     monkeypatch.setattr(lst, "POLL_INTERVAL_S", 0.02)
+    monkeypatch.setattr(tp, "SETTLE_S", 0.1)   # a malformed request is reported once unchanged this long
 
 
 def dyn_config(tmp_path: Path, profile: bool = False, **integrated):
@@ -228,6 +229,10 @@ def test_bad_and_overlapping_requests_are_rejected_and_training_goes_on(tmp_path
     loop.iteration()
     tp.submit_file(tmp_path, {"id": "clash", "steps": 1})  # while "long" runs
     loop.run(4)
+    # the broken file might still be being written: it is reported once unchanged for SETTLE_S
+    deadline = time.monotonic() + 10
+    while "broken" not in prof._ondemand.entries and time.monotonic() < deadline:
+        loop.iteration()
     prof.stop()
     reqs = states_of(tmp_path)["actor_rank0"]["requests"]
     assert reqs["broken"]["state"] == "rejected" and "not valid JSON" in reqs["broken"]["reason"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import re
 from html.parser import HTMLParser
-from pathlib import Path
 from urllib.parse import unquote
 
 import pytest

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import json
 import os
 import socket
-import secrets
 import time
 from pathlib import Path
-from typing import Any
 
 from mindspeed_profiler import formats
+from mindspeed_profiler.jsonfile import write_json_atomic  # noqa: F401 - its old home, still importable
 # re-exported: documented here since the first release (docs/profiling.md)
 from mindspeed_profiler.formats import (  # noqa: F401
     ALL_DIR,
@@ -113,27 +111,6 @@ def trace_file_name(basename: str, pid: int | None = None) -> str:
 
 def utc_now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def write_json_atomic(path: Path, obj: Any) -> Path:
-    """Write JSON via a temp file + os.replace, so readers never see half a file and concurrent
-    writers (many rank-0 processes writing run.json) cannot interleave. The file gets the
-    permissions of the other outputs (0666 less the umask), not mkstemp's 0600."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(obj, fh, indent=1, default=str)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
 
 
 def dir_size(path: Path) -> int:

@@ -20,7 +20,6 @@ from typing import Any
 
 import orjson
 
-from mindspeed_profiler import formats
 from mindspeed_profiler.backends import layout
 from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec
 from mindspeed_profiler.backends.registry import register_backend

@@ -32,6 +32,7 @@ log = logging.getLogger("mindspeed_profiler.ondemand")
 POLL_INTERVAL_S = 1.0
 STATE_EVERY = 2
 ITERATION_HISTORY = 8  # boundaries kept to estimate the iteration period (trigger uses it)
+MAX_FINAL_ENTRIES = 64  # finished / rejected requests kept in the state file (the newest): it stays small
 
 
 @dataclasses.dataclass
@@ -50,7 +51,7 @@ class _Entry:
     begin: int = 0     # the iteration at which the child starts (its first, less its warmup)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"state": self.state, "reason": self.reason,
+        return {"state": self.state, "reason": rq.short_reason(self.reason),
                 "iterations": [self.first, self.last] if self.first is not None else None,
                 "source": self.source,
                 "captures": [{"directory": c.get("directory"), "stage": c.get("stage"), "steps": c.get("steps"),
@@ -72,7 +73,9 @@ class Listener:
         self.rank, self.world_size, _ = resolve_rank(rank, world_size)
         self.key = tp.worker_key(owner.role, self.rank)
         self.static_runs = integ.step_runs if integ.profile else ()
-        self.pending: collections.deque[tuple[str, str, Any]] = collections.deque()  # (id, source kind, raw)
+        # (id, source kind, Request or the RequestError / reason, its child config): parsed and validated
+        # by the poller thread, so that step() never pays for a request's size
+        self.pending: collections.deque[tuple[str, str, Any, Any]] = collections.deque()
         self.entries: dict[str, _Entry] = {}
         self.active: _Entry | None = None   # the request whose capture runs now
         self.queue: list[_Entry] = []       # accepted requests waiting for their first iteration, by begin
@@ -137,39 +140,16 @@ class Listener:
                 entry.child.stop()
                 self._finish(entry)
         while self.pending:
-            rid, kind, raw = self.pending.popleft()
-            self._take(rid, kind, raw, iteration)
+            self._take(*self.pending.popleft(), iteration)
         if self.active is None and self.queue and iteration >= self.queue[0].begin:
             self._start_child(self.queue.pop(0), iteration)
 
-    def _take(self, rid: str, kind: str, raw: Any, iteration: int) -> None:
+    def _take(self, rid: str, kind: str, req: Any, cfg: Any, iteration: int) -> None:
+        """A request the poller parsed: rejected with its reason, or decided for this worker (cheap)."""
         if rid in self.entries:
             return
-        if isinstance(raw, Exception):
-            self._reject(rid, kind, f"malformed request: {raw}")
-            return
-        try:
-            if kind == "torch_npu":
-                req = rq.parse_torch_npu_config(raw, rid)
-            else:
-                req = rq.parse_request(raw, rid)
-                if kind == "file":
-                    req = dataclasses.replace(req, id=rid)   # the file name is the id status shows
-                run = raw.get("run_id")
-                if run and self.run_id and run != self.run_id:
-                    return   # another run's request, left in a reused directory
-            cfg = self._child_config(req)
-        except rq.RequestError as exc:
-            self._reject(rid, kind, str(exc))
-            return
-        except Exception as exc:
-            from mindspeed_profiler.config import ProfilerConfigError
-
-            if isinstance(exc, ProfilerConfigError):
-                reason = "; ".join(f"{p.split('integrated.', 1)[-1]}: {m}" for p, m in exc.problems)
-            else:
-                reason = f"{type(exc).__name__}: {exc}"
-            self._reject(rid, kind, reason)
+        if not isinstance(req, rq.Request):
+            self._reject(rid, kind, str(req))
             return
         busy = [(e.request.id, e.begin, e.last) for e in ([self.active] if self.active else []) + self.queue]
         d = rq.decide(req, role=self.owner.role, rank=self.rank, iteration=iteration,
@@ -184,9 +164,36 @@ class Listener:
             log.info("on-demand capture %s accepted on %s: iterations %d-%d", req.id, self.key, d.first, d.last)
         else:
             log.info("on-demand request %s %s on %s: %s", req.id, d.state, self.key, d.reason)
-        with self._lock:
-            self.entries[req.id] = entry
-        self._dirty = True
+        self._record(req.id, entry)
+
+    def _prepare(self, rid: str, kind: str, raw: Any) -> tuple[str, str, Any, Any] | None:
+        """Poller thread: parse and validate one polled request against the job's settings ->
+        (id, kind, Request, child config), or (id, kind, the reason, None); None for another run's
+        request left in a reused directory."""
+        if isinstance(raw, Exception):
+            return rid, kind, f"malformed request: {raw}", None
+        try:
+            if kind == "torch_npu":
+                req = rq.parse_torch_npu_config(raw, rid)
+            else:
+                req = rq.parse_request(raw, rid)
+                if kind == "file":
+                    req = dataclasses.replace(req, id=rid)   # the file name is the id status shows
+                run = raw.get("run_id")
+                if run and self.run_id and run != self.run_id:
+                    return None
+            rq.check_limits(req.integrated, self.integ)
+            return req.id, kind, req, self._child_config(req)
+        except rq.RequestError as exc:
+            return rid, kind, str(exc), None
+        except Exception as exc:
+            from mindspeed_profiler.config import ProfilerConfigError
+
+            if isinstance(exc, ProfilerConfigError):
+                reason = "; ".join(f"{p.split('integrated.', 1)[-1]}: {m}" for p, m in exc.problems[:10])
+            else:
+                reason = f"{type(exc).__name__}: {exc}"
+            return rid, kind, reason, None
 
     def _child_config(self, req: rq.Request):
         """The job's integrated settings with the request's on top, validated like a config."""
@@ -231,10 +238,18 @@ class Listener:
         self.active = None
 
     def _reject(self, rid: str, kind: str, reason: str) -> None:
+        self._record(rid, _Entry(None, "rejected", reason=reason, source=kind))
+        log.warning("on-demand request %s rejected on %s: %s", rid[:128], self.key, rq.short_reason(reason))
+
+    def _record(self, rid: str, entry: _Entry) -> None:
+        """Keep an entry; of the final ones (done / rejected / skipped) only the newest
+        MAX_FINAL_ENTRIES stay (a stream of bad requests must not grow the state file without end)."""
         with self._lock:
-            self.entries[rid] = _Entry(None, "rejected", reason=reason, source=kind)
+            self.entries[rid] = entry
+            final = [k for k, e in self.entries.items() if e.state in rq.FINAL_STATES]
+            for k in final[:max(0, len(final) - MAX_FINAL_ENTRIES)]:
+                del self.entries[k]
         self._dirty = True
-        log.warning("on-demand request %s rejected on %s: %s", rid, self.key, reason)
 
     def _set(self, entry: _Entry, state: str, reason: str | None = None) -> None:
         entry.state = state
@@ -252,7 +267,9 @@ class Listener:
             for source in list(self._sources):
                 try:
                     for rid, raw in source.poll():
-                        self.pending.append((rid, source.kind, raw))
+                        taken = self._prepare(rid, source.kind, raw)
+                        if taken is not None:
+                            self.pending.append(taken)
                 except Exception as exc:   # a failing source is reported once per kind and retried
                     from mindspeed_profiler._warn import warn_once
 
@@ -315,6 +332,10 @@ class Listener:
         state = self.state()
         try:
             tp.report_file(self.run_dir, self.key, state)
+        except tp.UnsafeTree as exc:
+            from mindspeed_profiler._warn import warn_once
+
+            warn_once(("ondemand-unsafe-tree",), "on-demand listener of %s: %s", self.key, exc)
         except OSError as exc:
             from mindspeed_profiler._warn import warn_once
 

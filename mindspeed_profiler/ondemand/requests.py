@@ -28,6 +28,11 @@ from typing import Any, Mapping, Sequence
 
 SCHEMA = 1
 MAX_ITERATIONS = 1000  # one request records at most this many iterations: more is a mistake, not a capture
+MAX_FIELDS = 64        # integrated fields one request may set (the schema has fewer)
+MAX_WARMUP = 10        # warm-up iterations a request may ask for beyond the job's own
+MAX_QUEUED = 4         # accepted requests waiting on one worker (each books its iterations)
+MAX_REASON_CHARS = 300  # of a rejection reason kept in a worker's state (a key list may be huge)
+MAX_LISTED_KEYS = 5    # unknown keys named in a rejection
 # integrated fields a request may not set: the request decides what and when, the job decides where
 FIXED_FIELDS = ("profile", "dynamic", "profile_save_path", "profile_step_start", "profile_step_end", "profile_steps")
 STATES = ("requested", "running", "done", "rejected", "skipped")
@@ -82,9 +87,10 @@ def parse_request(raw: Any, fallback_id: str | None = None) -> Request:
     rid = raw.get("id", fallback_id)
     if not isinstance(rid, str) or not rid or len(rid) > 128 or any(c in rid for c in "/\\\0"):
         raise RequestError(f"id: got {rid!r}; expected a non-empty string without slashes")
-    unknown = sorted(set(raw) - {"schema", "id", "created", "source", "iterations", "steps", "roles", "integrated", "notes", "run_id"})
+    unknown = [k for k in raw if k not in {"schema", "id", "created", "source", "iterations", "steps", "roles", "integrated",
+                                           "notes", "run_id"}]
     if unknown:
-        raise RequestError(f"unknown key(s) {', '.join(map(repr, unknown))}; allowed: id, iterations, steps, roles, integrated")
+        raise RequestError(f"unknown key(s) {_some(unknown)}; allowed: id, iterations, steps, roles, integrated")
     if raw.get("schema", SCHEMA) != SCHEMA:
         raise RequestError(f"schema: got {raw.get('schema')!r}; this version reads schema {SCHEMA}")
     iterations, steps = raw.get("iterations"), raw.get("steps")
@@ -103,12 +109,14 @@ def parse_request(raw: Any, fallback_id: str | None = None) -> Request:
             raise RequestError(f"steps: got {steps}; one request records at most {MAX_ITERATIONS} iterations")
     roles = raw.get("roles")
     if roles is not None:
-        if not isinstance(roles, (list, tuple)) or not roles or not all(isinstance(r, str) and r for r in roles):
+        if not isinstance(roles, (list, tuple)) or not roles or len(roles) > MAX_FIELDS or not all(isinstance(r, str) and r for r in roles):
             raise RequestError(f"roles: got {roles!r}; expected a list of worker roles such as [actor] (or null: all)")
         roles = tuple(roles)
     integrated = raw.get("integrated") or {}
     if not isinstance(integrated, Mapping):
         raise RequestError(f"integrated: got {type(integrated).__name__}; expected a mapping of profiler_config.integrated fields")
+    if len(integrated) > MAX_FIELDS:
+        raise RequestError(f"integrated: {len(integrated)} keys; a request sets at most {MAX_FIELDS} fields")
     fixed = sorted(set(integrated) & set(FIXED_FIELDS))
     if fixed:
         raise RequestError(f"integrated.{fixed[0]}: set by the request itself (iterations / steps) or by the job; "
@@ -117,6 +125,36 @@ def parse_request(raw: Any, fallback_id: str | None = None) -> Request:
     return Request(id=rid, iterations=its, steps=steps, roles=roles, integrated=MappingProxyType(dict(integrated)),
                    source=source if source in SOURCES else "trigger", created=raw.get("created") if isinstance(raw.get("created"), str) else None,
                    notes=tuple(str(n) for n in raw.get("notes") or () if isinstance(n, str)))
+
+
+def _some(keys: Sequence[Any]) -> str:
+    """The first few keys, each cut short, and how many more (a request may hold thousands)."""
+    shown = [repr(str(k)[:60]) for k in list(keys)[:MAX_LISTED_KEYS]]
+    more = len(keys) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+
+
+def short_reason(reason: str | None) -> str | None:
+    """A reason as kept in a worker's state: at most MAX_REASON_CHARS."""
+    if reason is None or len(reason) <= MAX_REASON_CHARS:
+        return reason
+    return reason[:MAX_REASON_CHARS] + f"... ({len(reason)} characters)"
+
+
+def check_limits(fields: Mapping[str, Any], job: Any) -> None:
+    """A request's fields within the job's own limits (`job`: its IntegratedConfig): warm-up at
+    most MAX_WARMUP beyond the job's (a session open for a billion iterations would block every
+    later request), and a trace size budget only lowered, never lifted (null) or raised: the job's
+    disk guard is the job's."""
+    w = fields.get("warmup_steps")
+    if w is not None and isinstance(w, int) and not isinstance(w, bool) and w > job.warmup_steps + MAX_WARMUP:
+        raise RequestError(f"warmup_steps: got {w}; a request may ask for at most {job.warmup_steps + MAX_WARMUP} "
+                           f"(the job's {job.warmup_steps} + {MAX_WARMUP})")
+    if "trace_size_budget_mb" in fields and job.trace_size_budget_mb is not None:
+        b = fields["trace_size_budget_mb"]
+        if b is None or not isinstance(b, (int, float)) or isinstance(b, bool) or b > job.trace_size_budget_mb:
+            raise RequestError(f"trace_size_budget_mb: got {b!r}; the job's budget is {job.trace_size_budget_mb} MB and a "
+                               "request may only lower it")
 
 
 # torch_npu dynamic profiler -> our integrated fields
@@ -237,6 +275,9 @@ def decide(req: Request, *, role: str, rank: int, iteration: int, ranks_selected
         if not (last < a or begin > b):
             return Decision("rejected", reason=f"a capture is already running or accepted on this worker: request {other!r}, "
                                                f"iterations {a}-{b}")
+    if len(busy) >= MAX_QUEUED:
+        return Decision("rejected", reason=f"{len(busy)} requests are already running or waiting on this worker (at most "
+                                           f"{MAX_QUEUED}): ask again when one is done")
     for a, b in static_runs:
         if not (last < a or begin > b):
             return Decision("rejected", reason=f"iterations {first}-{last} overlap the job's configured capture "

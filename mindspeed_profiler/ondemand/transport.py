@@ -17,17 +17,32 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any, Iterable
 
 from mindspeed_profiler import formats
-from mindspeed_profiler.backends.layout import write_json_atomic
+from mindspeed_profiler.jsonfile import write_json_atomic
+from mindspeed_profiler.safe_io import UnsafeFile, read_regular_file
 
 REQUESTS_DIR = formats.REQUESTS_DIR
 WORKERS_DIR = "workers"
 NPU_CONFIG_FILE = formats.TORCH_NPU_DYNAMIC_FILE
 MAX_REQUEST_BYTES = 1 << 20  # a request is a few hundred bytes; a bigger file is not one
+MAX_MAILBOX_REQUESTS = 1000  # requests one run's Ray mailbox keeps
 MAILBOX_NAMESPACE = "mindspeed_profiler"
+# A directory's modification time on ext3, many NFS / Lustre / FUSE mounts has whole seconds: a
+# request written in the same second as the last poll leaves it unchanged, so the listing is
+# repeated while the directory changed less than this long ago.
+COARSE_MTIME_S = 2.0
+# A request file that does not parse may still be being written (an editor, `cat >`, scp): it is
+# read again when its size or time changes, and reported malformed once it stayed so this long.
+SETTLE_S = 2.0
+
+
+class UnsafeTree(OSError):
+    """RUN_DIR/requests (or its workers/) is a symbolic link, or not a directory: nothing of ours
+    is written there (others may write in the requests tree; a link would send our files elsewhere)."""
 
 
 def requests_dir(run_dir: str | os.PathLike) -> Path:
@@ -38,12 +53,13 @@ def worker_key(role: str, rank: int) -> str:
     return f"{role}_rank{rank}"
 
 
-def read_json_bounded(path: Path) -> Any:
-    """The JSON in `path`; ValueError with the reason when it is too big, not UTF-8 or not JSON."""
-    with open(path, "rb") as fh:
-        data = fh.read(MAX_REQUEST_BYTES + 1)
-    if len(data) > MAX_REQUEST_BYTES:
-        raise ValueError(f"larger than {MAX_REQUEST_BYTES} bytes: not a request")
+def read_json_bounded(path: Path, follow_links: bool = True) -> Any:
+    """The JSON in `path`; ValueError with the reason when it is not a regular file (a FIFO would
+    block the reader for ever: opened without blocking and refused), too big, not UTF-8 or not JSON."""
+    try:
+        data = read_regular_file(path, MAX_REQUEST_BYTES, follow_links=follow_links)
+    except UnsafeFile as exc:
+        raise ValueError(f"{exc}: not a request") from None
     try:
         return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -57,7 +73,23 @@ def read_json_bounded(path: Path) -> Any:
 
 def submit_file(run_dir: str | os.PathLike, request: dict[str, Any]) -> Path:
     """Write a request where the workers' listeners look (atomically: a listener never reads half)."""
-    return write_json_atomic(requests_dir(run_dir) / f"{request['id']}.json", request)
+    return write_json_atomic(safe_dir(run_dir) / f"{request['id']}.json", request)
+
+
+def safe_dir(run_dir: str | os.PathLike, *sub: str) -> Path:
+    """RUN_DIR/requests[/sub...], made if missing, each part a real directory (not a link): RUN_DIR
+    itself may be a link (a save path on a bigger disk), the tree others write into may not."""
+    d = Path(run_dir)
+    d.mkdir(parents=True, exist_ok=True)   # the job's own save path (a link to another disk is fine)
+    for part in (REQUESTS_DIR, *sub):
+        d = d / part
+        try:
+            d.mkdir(exist_ok=True)
+        except FileExistsError:
+            pass
+        if os.path.islink(d) or not d.is_dir():
+            raise UnsafeTree(f"{d} is a symbolic link or not a directory: on-demand capture writes nothing there")
+    return d
 
 
 def read_worker_states(run_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
@@ -93,21 +125,26 @@ def read_requests(run_dir: str | os.PathLike) -> dict[str, Any]:
 
 
 class RequestDirSource:
-    """New `RUN_DIR/requests/*.json` files: one stat of the directory per poll; the files are read
-    only when its modification time changed."""
+    """New `RUN_DIR/requests/*.json` files: one stat of the directory per poll; the directory is
+    listed when its modification time changed, or changed less than COARSE_MTIME_S ago (whole-second
+    time stamps), or a file is still settling. A file is read once it parses (or, still malformed,
+    once it stopped changing for SETTLE_S); links are not followed."""
 
     kind = "file"
 
-    def __init__(self, run_dir: str | os.PathLike):
+    def __init__(self, run_dir: str | os.PathLike, clock=time.time):
         self.dir = requests_dir(run_dir)
         self._mtime: int | None = None
         self._seen: set[str] = set()
+        self._settling: dict[str, tuple[int, int, float]] = {}   # name -> (mtime_ns, size, first seen bad)
+        self._clock = clock
 
-    def _mtime_of(self, name: str) -> int:
+    def _stat_of(self, name: str) -> tuple[int, int]:
         try:
-            return os.stat(self.dir / name).st_mtime_ns
+            st = os.lstat(self.dir / name)
+            return st.st_mtime_ns, st.st_size
         except OSError:
-            return 0
+            return 0, 0
 
     def poll(self) -> list[tuple[str, Any]]:
         """[(request id, parsed JSON or the ValueError saying why it is unreadable)] of new files."""
@@ -115,26 +152,41 @@ class RequestDirSource:
             mtime = os.stat(self.dir).st_mtime_ns
         except OSError:
             return []
-        if mtime == self._mtime:
+        now = self._clock()
+        if mtime == self._mtime and not self._settling and now - mtime / 1e9 > COARSE_MTIME_S:
             return []
         self._mtime = mtime
         out: list[tuple[str, Any]] = []
         try:
             # in the order they were written (trigger's ids sort by time too; equal mtimes by name)
             names = [n for n in os.listdir(self.dir) if n.endswith(".json") and not n.startswith(".") and n not in self._seen]
-            names.sort(key=lambda n: (self._mtime_of(n), n))
+            stats = {n: self._stat_of(n) for n in names}
+            names.sort(key=lambda n: (stats[n][0], n))
         except OSError:
             return []
         for name in names:
-            if name in self._seen:
-                continue
-            self._seen.add(name)
             path = self.dir / name
             try:
-                out.append((name[:-5], read_json_bounded(path)))
+                got: Any = read_json_bounded(path, follow_links=False)
             except (OSError, ValueError) as exc:
-                out.append((name[:-5], exc if isinstance(exc, ValueError) else ValueError(str(exc))))
+                got = exc if isinstance(exc, ValueError) else ValueError(str(exc))
+                partial = str(exc).startswith(("not valid JSON", "not UTF-8"))
+                if partial and not _settled(self._settling, name, stats[name], now):
+                    continue   # perhaps still being written: read again on a later poll
+            self._settling.pop(name, None)
+            self._seen.add(name)
+            out.append((name[:-5], got))
         return out
+
+
+def _settled(settling: dict, name: str, stat: tuple[int, int], now: float) -> bool:
+    """Whether a file that does not parse has kept its size and time for SETTLE_S (then it is
+    malformed, not half-written)."""
+    old = settling.get(name)
+    if old is None or old[:2] != stat:
+        settling[name] = (*stat, now)
+        return False
+    return now - old[2] >= SETTLE_S
 
 
 class NpuConfigSource:
@@ -184,6 +236,11 @@ def _mailbox_class():
             self.states: dict[str, dict[str, Any]] = {}
 
         def submit(self, request: dict[str, Any]) -> int:
+            # the mailbox is another way in: the same bounds as a request file
+            if not isinstance(request, dict) or len(json.dumps(request, default=str)) > MAX_REQUEST_BYTES:
+                raise ValueError(f"a request is a JSON object of at most {MAX_REQUEST_BYTES} bytes")
+            if len(self.requests) >= MAX_MAILBOX_REQUESTS:
+                raise ValueError(f"this run's mailbox holds {MAX_MAILBOX_REQUESTS} requests already")
             if not any(r.get("id") == request.get("id") for r in self.requests):
                 self.requests.append(request)
             return len(self.requests)
@@ -227,15 +284,22 @@ class MailboxSource:
         import ray
 
         new = ray.get(self.mailbox.fetch.remote(self._cursor), timeout=self.timeout_s)
+        out = []
+        for k, r in enumerate(new, self._cursor + 1):
+            rid = str(r.get("id"))[:128] if isinstance(r, dict) else f"ray-{k}"
+            if len(json.dumps(r, default=str)) > MAX_REQUEST_BYTES:   # an old mailbox without the bound
+                r = ValueError(f"larger than {MAX_REQUEST_BYTES} bytes: not a request")
+            out.append((rid, r))
         self._cursor += len(new)
-        return [(str(r.get("id")) if isinstance(r, dict) else f"ray-{self._cursor}", r) for r in new]
+        return out
 
     def report(self, key: str, state: dict[str, Any]) -> None:
         self.mailbox.report.remote(key, state)  # fire and forget: the thread does not wait for it
 
 
 def report_file(run_dir: str | os.PathLike, key: str, state: dict[str, Any]) -> None:
-    write_json_atomic(requests_dir(run_dir) / WORKERS_DIR / f"{key}.json", state)
+    """This worker's state under RUN_DIR/requests/workers/ (UnsafeTree when that is a link)."""
+    write_json_atomic(safe_dir(run_dir, WORKERS_DIR) / f"{key}.json", state)
 
 
 def merge_states(*many: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:

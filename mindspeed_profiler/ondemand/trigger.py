@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from mindspeed_profiler import formats
-from mindspeed_profiler.backends.layout import utc_now_iso, write_json_atomic
+from mindspeed_profiler.backends.layout import utc_now_iso
+from mindspeed_profiler.jsonfile import update_json
 from mindspeed_profiler.manifest import read_run_manifest
 from mindspeed_profiler.ondemand import requests as rq
 from mindspeed_profiler.ondemand import transport as tp
@@ -202,12 +203,15 @@ def trigger(run_dir: str | Path, *, steps: int | None = None, iterations: tuple[
 
 
 def _record_in_run(run_dir: Path, request: Mapping[str, Any]) -> None:
-    """Append the request to run.json's list (re-read just before writing: several triggers)."""
-    manifest = read_run_manifest(run_dir) or {}
-    listed = list(manifest.get(formats.RUN_REQUESTS_KEY) or [])
-    listed.append({k: request[k] for k in ("id", "created", "iterations", "steps", "roles", "integrated", "source")})
-    manifest[formats.RUN_REQUESTS_KEY] = listed
-    write_json_atomic(run_dir / formats.RUN_FILE, manifest)
+    """Append the request to run.json's list, under run.json's lock (concurrent triggers each
+    re-read and append: none is lost)."""
+    entry = {k: request[k] for k in ("id", "created", "iterations", "steps", "roles", "integrated", "source")}
+
+    def change(manifest):
+        manifest = dict(manifest or {})
+        manifest[formats.RUN_REQUESTS_KEY] = list(manifest.get(formats.RUN_REQUESTS_KEY) or []) + [entry]
+        return manifest
+    update_json(run_dir / formats.RUN_FILE, change)
 
 
 def summarize(states: Mapping[str, Mapping[str, Any]], request_ids: Sequence[str] = ()) -> list[dict[str, Any]]:

@@ -4,10 +4,11 @@
     <python> -m mindspeed_profiler.system.launch <settings token> -- <python> <Ray's worker args...>
 
 It decodes the settings, removes this worker's files of an earlier run, looks the tool up on this
-node's PATH, writes the metadata, forks the watcher and `exec`s into the tool-wrapped command, so
-the tool is the process Ray started and the worker its child. When the tool is missing (or cannot
-be executed) it writes why in the metadata, says so once on stderr (the worker's log, forwarded to
-the driver) and `exec`s the plain command: a missing tool never stops a worker from starting.
+node's PATH, writes the metadata, runs the tool-wrapped command in a child (supervise.py: signals
+passed on, the child dies with the launcher), forks the watcher of that child, and waits. When the
+tool is missing, cannot be executed, or ends without ever running the worker (an unknown flag, a
+mistyped option), it writes why in the metadata, says so once on stderr (the worker's log,
+forwarded to the driver) and `exec`s the plain command: a tool never stops a worker from starting.
 Standard library and the small system modules only: this runs before every wrapped worker.
 """
 from __future__ import annotations
@@ -15,11 +16,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Callable, NoReturn, Sequence
 
 from mindspeed_profiler import formats
 from mindspeed_profiler.system.backends import system_backend
@@ -93,24 +95,42 @@ def _start(spec: WorkerSpec, launch: Launch, command: list[str]) -> NoReturn:
         _exec_plain(command, f"cannot write into {spec.output_dir} on node {host}: {type(exc).__name__}: {exc}")
     if not launch.wrapped:
         _exec_plain(command, launch.reason or "")
+    from mindspeed_profiler.system import supervise
     from mindspeed_profiler.system.watch import EXEC_FAILED, spawn_watcher
 
-    # py-spy's time zero is its own start: the anchor is taken as late as possible, just before exec
+    # py-spy's time zero is its own start: the anchor is taken as late as possible, just before it
     update_meta(spec.meta_path, launched_wall_ns=time.time_ns())
     os.environ[formats.SYSTEM_STATUS_ENV] = json.dumps({"status": "wrapped", "tool_path": launch.tool_path})
-    status_fd = spawn_watcher(spec, launch.tool_path or launch.tool)
-    try:
-        os.execv(launch.argv[0], launch.argv)
-    except OSError as exc:
+    pid, failed = supervise.spawn(launch.argv)
+    if pid is None:
+        _fall_back(spec, command, f"could not start {launch.argv[0]} on node {host}: {failed}; the worker runs unwrapped")
+    supervise.forward_signals(pid)
+    status_fd = spawn_watcher(spec, launch.tool_path or launch.tool, pid)
+    outcome = supervise.supervise(pid, command)
+    if not outcome.ran_worker:
         if status_fd is not None:  # the watcher stands down: the metadata stays the launcher's
             os.write(status_fd, EXEC_FAILED)
             os.close(status_fd)
-        reason = f"could not start {launch.argv[0]} on node {host}: {type(exc).__name__}: {exc}; the worker runs unwrapped"
+        _fall_back(spec, command, f"{launch.tool} ({launch.argv[0]}) on node {host}: {outcome.reason} (check "
+                                  f"system.options / flags / args); the worker runs unwrapped")
+    if status_fd is not None:
+        os.close(status_fd)   # the watcher watches the tool from here on
+    supervise.wait_and_exit(pid)
+
+
+def _fall_back(spec: WorkerSpec, command: list[str], reason: str) -> NoReturn:
+    from mindspeed_profiler.system.meta import update_meta
+
+    try:
         update_meta(spec.meta_path, status="unwrapped", reason=reason)
-        _exec_plain(command, reason)
+    except Exception:   # the worker starts whatever the metadata's fate
+        pass
+    _exec_plain(command, reason)
 
 
 def _exec_plain(command: list[str], reason: str) -> NoReturn:
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_DFL)   # the worker gets its signals as if started directly
     os.environ[formats.SYSTEM_STATUS_ENV] = json.dumps({"status": "unwrapped", "reason": reason})
     if reason:
         print(f"mindspeed-profiler: process-level capture: {reason}", file=sys.stderr, flush=True)

@@ -2,12 +2,11 @@
 each wrapped worker's group, rank, node, tool, status and reason, and the failures named once."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
 from mindspeed_profiler import formats
-from mindspeed_profiler.backends.layout import write_json_atomic
+from mindspeed_profiler.jsonfile import update_json
 
 RUN_KEY = "system"
 PROBLEM_STATUSES = ("unwrapped", "incomplete", "timeout", "missing")
@@ -23,18 +22,20 @@ def failures(workers: Sequence[dict[str, Any]]) -> list[str]:
 def record_in_run(save_path: str | Path, system_cfg: Any, workers: Sequence[dict[str, Any]]) -> Path | None:
     """Merge the `system` entry into `<save_path>/run.json` (created if missing). Never raises."""
     path = Path(save_path) / formats.RUN_FILE
+    keep = ("group", "rank", "backend", "tool", "version", "status", "reason", "host", "node_id", "pid", "report",
+            "report_bytes", "steps")
+    entry = {
+        "backend": system_cfg.backend, "worker_groups": system_cfg.worker_groups,
+        "steps": list(system_cfg.steps) if system_cfg.steps else None,
+        "workers": [{k: w.get(k) for k in keep if k in w} for w in workers],
+        "failures": failures(workers),
+    }
+
+    def change(run):
+        if run is None and path.exists():
+            return None   # there but unreadable: left alone
+        return {**(run or {"schema": formats.RUN_SCHEMA}), RUN_KEY: entry}
     try:
-        run = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"schema": formats.RUN_SCHEMA}
-        if not isinstance(run, dict):
-            return None
-        keep = ("group", "rank", "backend", "tool", "version", "status", "reason", "host", "node_id", "pid", "report",
-                "report_bytes", "steps")
-        run[RUN_KEY] = {
-            "backend": system_cfg.backend, "worker_groups": system_cfg.worker_groups,
-            "steps": list(system_cfg.steps) if system_cfg.steps else None,
-            "workers": [{k: w.get(k) for k in keep if k in w} for w in workers],
-            "failures": failures(workers),
-        }
-        return write_json_atomic(path, run)
+        return update_json(path, change)   # under run.json's lock: triggers may be appending requests
     except Exception:
         return None

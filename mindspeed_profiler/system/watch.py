@@ -1,4 +1,4 @@
-"""The watcher: a small detached process, forked by the launcher just before it becomes the tool,
+"""The watcher: a small detached process, forked by the launcher once the tool runs (as its child),
 that waits for the tool to exit and then finishes the worker's metadata ("complete" when the report
 is there, else "incomplete"; the tool's version too). The driver's wait reads that status, so it
 knows when a report is whole without guessing from file sizes, on any node.
@@ -33,12 +33,12 @@ def tool_version(tool_path: str, args: Sequence[str]) -> str | None:
     return text.splitlines()[0].strip() if text else None
 
 
-def spawn_watcher(spec: WorkerSpec, tool_path: str) -> int | None:
-    """Fork the watcher of this process (which is about to exec the tool). Returns the write end of
-    the exec-status pipe: close-on-exec, so a successful exec closes it (the watcher reads EOF and
-    starts watching); after a failed exec the launcher writes EXEC_FAILED to it (the watcher leaves
-    the metadata to the launcher). None when no watcher could be started. Never raises."""
-    target = os.getpid()
+def spawn_watcher(spec: WorkerSpec, tool_path: str, target: int) -> int | None:
+    """Fork the watcher of the tool's process `target`. Returns the write end of the status pipe:
+    the launcher closes it once the tool runs the worker (the watcher reads EOF and finishes the
+    metadata when the tool ends), or writes EXEC_FAILED to it when the tool ended without running
+    the worker (the watcher leaves the metadata to the launcher). None when no watcher could be
+    started. Never raises."""
     try:
         pidfd: int | None = os.pidfd_open(target)  # taken now: it cannot point at a reused pid later
     except (AttributeError, OSError):

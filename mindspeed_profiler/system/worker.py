@@ -13,7 +13,6 @@ import json
 import os
 import socket
 import time
-from pathlib import Path
 from typing import IO, Any
 
 from mindspeed_profiler import formats

@@ -4,7 +4,6 @@ a UTF-8 BOM, timestamps with more digits than a float64 keeps."""
 from __future__ import annotations
 
 import csv
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
