@@ -70,3 +70,26 @@ def test_user_actors_wrapped_with_steps_and_finished_on_their_node(ray_cluster, 
         assert (sysdir / f"learner_rank{rank}.nsys-rep").exists()
     run = json.loads((tmp_path / "prof" / formats.RUN_FILE).read_text())["system"]
     assert [w["status"] for w in run["workers"]] == ["complete", "complete"] and run["failures"] == []
+
+
+def test_a_failing_tool_never_stops_a_ray_actor(ray_cluster, tmp_path):
+    """issue 18, items 1-2: py-spy given a flag it does not know exits at once; the actor is Ray's
+    worker process all the same (the launcher runs it unwrapped) and trains, and the reason is
+    recorded where the driver sees it."""
+    cfg = load_config({"integrated": {"profile_save_path": str(tmp_path / "prof")},
+                       "system": {"backend": "py_spy", "worker_groups": ["learner"], "flags": ["no-such-py-spy-flag"],
+                                  "output_dir": str(tmp_path / "sys")}})
+    capture = SystemCapture(cfg)
+    actor = Learner.options(runtime_env=capture.runtime_env("learner", 0)).remote(cfg.to_dict(), 0)
+    capture.add("learner", [actor])
+    (st,) = capture.check()
+    assert st["status"] == "unwrapped" and "without running the worker" in st["reason"], st
+    start_profilers([actor])
+    pids = [ray.get(actor.work.remote(), timeout=60) for _ in range(3)]
+    step_profilers([actor])
+    stop_profilers([actor])
+    assert len(set(pids)) == 1
+    capture.finish(timeout_s=60)
+    run = json.loads((tmp_path / "prof" / formats.RUN_FILE).read_text())["system"]
+    assert run["workers"][0]["status"] == "unwrapped" and "py-spy" in run["failures"][0]
+    ray.kill(actor)

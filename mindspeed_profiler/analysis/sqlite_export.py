@@ -97,7 +97,7 @@ def _worker(role, rank) -> tuple[int | None, str | None]:
     """(rank as an integer, "role:rank") of a row whose rank is a number or a timeline worker name."""
     if isinstance(rank, str):
         tail = rank.rsplit(":", 1)[-1]
-        return (int(tail) if tail.isdigit() else None), rank
+        return (_int(int(tail)) if tail.isascii() and tail.isdigit() else None), rank
     if _int(rank) is None:
         return None, None
     return rank, (f"{role}:{rank}" if role else str(rank))

@@ -7,9 +7,11 @@ having run the worker, runs the worker itself.
   succeeded (end of file) or why it failed;
 - the child dies with the launcher (PR_SET_PDEATHSIG, SIGTERM: a tool still writes its report), and
   the launcher passes SIGTERM / SIGINT / SIGHUP / SIGQUIT / SIGUSR1 / SIGUSR2 on to it;
-- until a process running the worker's command shows up among the tool's descendants (/proc), the
-  tool's end means it never ran the worker; once it has, the launcher waits for the tool and ends
-  with the tool's status.
+- a tool that ends within FAST_EXIT_S of its start while no process running the worker's command
+  (its arguments exactly; the tool's own command line, which ends with them, does not count) was
+  seen among its descendants (/proc) never ran the worker: the launcher runs it. Once such a
+  process is seen, or the tool has run longer than that, the launcher waits for the tool and ends
+  with the tool's status (a tool may run the worker under a command line of its own).
 Standard library only (this runs before every wrapped worker).
 """
 from __future__ import annotations
@@ -24,12 +26,12 @@ from typing import NoReturn, Sequence
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 _PR_SET_PDEATHSIG = 1
 POLL_S = 0.02          # how often the tool's descendants are looked at until the worker shows up
-SLOW_POLL_S = 0.5      # after the first minute (a tool that takes long to start its target)
+FAST_EXIT_S = 10.0     # a tool that ends this soon without the worker seen never ran it
 
 
 @dataclass(frozen=True)
 class Outcome:
-    ran_worker: bool       # a process running the worker's command was seen under the tool
+    ran_worker: bool       # the worker was seen under the tool, or the tool ran FAST_EXIT_S (assumed)
     status: int | None     # the tool's wait status (os.waitpid), None while it runs
     reason: str | None = None
 
@@ -124,9 +126,9 @@ def _cmdline(pid: int) -> list[str]:
 
 
 def runs_command(pid: int, command: Sequence[str]) -> bool | None:
-    """Whether `pid` or one of its descendants runs `command` (its arguments last on the command
-    line: a tool may put its own before them); None when this cannot be known (no /proc)."""
-    tail = list(command[1:])
+    """Whether `pid` or one of its descendants runs `command`: its arguments exactly (the
+    interpreter's path may be spelled otherwise); None when this cannot be known (no /proc)."""
+    args = list(command[1:])
     children = _children_map()
     if children is None:
         return None
@@ -137,15 +139,16 @@ def runs_command(pid: int, command: Sequence[str]) -> bool | None:
             continue
         seen.add(p)
         line = _cmdline(p)
-        if tail and len(line) >= len(tail) + 1 and line[-len(tail):] == tail:
+        if line and (line == list(command) or (args and line[1:] == args)):
             return True
         todo.extend(children.get(p, ()))
     return False
 
 
 def supervise(pid: int, command: Sequence[str], started_s: float | None = None) -> Outcome:
-    """Watch the tool `pid` until it has run the worker (then return at once, the tool running) or
-    has ended without (Outcome.ran_worker False, with its status)."""
+    """Watch the tool `pid` until it runs the worker, or has run FAST_EXIT_S (then return, the
+    tool running: Outcome.ran_worker True), or ends first without the worker seen (False, with
+    its status)."""
     t0 = time.monotonic() if started_s is None else started_s
     while True:
         try:
@@ -155,9 +158,9 @@ def supervise(pid: int, command: Sequence[str], started_s: float | None = None) 
         if done:
             return Outcome(False, status, f"it ended ({describe(status)}) without running the worker")
         seen = runs_command(pid, command)
-        if seen is None or seen:   # no /proc: assume it did (the tool-wrapped start, as before)
-            return Outcome(True, None)
-        time.sleep(POLL_S if time.monotonic() - t0 < 60 else SLOW_POLL_S)
+        if seen is None or seen or time.monotonic() - t0 >= FAST_EXIT_S:
+            return Outcome(True, None)   # no /proc: assume it did (the tool-wrapped start, as before)
+        time.sleep(POLL_S)
 
 
 def wait_and_exit(pid: int) -> NoReturn:

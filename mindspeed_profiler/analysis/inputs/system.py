@@ -73,8 +73,9 @@ def analyse(root: Path, cap: Capture, top_n: int, want_events: bool) -> tuple[di
     timelines: dict[Any, dict | None] = {}
     rows = [_worker_row(w, d, timelines, top_n) for w in workers]
     if not any(r.get("parsed") == "ok" for r in rows) and not any(r.get("parsed") == "unparsed" for r in rows):
-        raise ValueError("no report to read: " + "; ".join(f"{r['group']}:{r['rank']} {r['status']}: {r.get('reason')}"
-                                                          for r in rows))
+        raise ValueError("no report to read: " + "; ".join(
+            f"{r['group']}:{r['rank']} {r['status']}: {r.get('error') or r.get('reason') or '; '.join(r['problems']) or 'no report'}"
+            for r in rows))
     return {"system": {"backends": sorted({r["backend"] for r in rows}), "workers": rows}}, None
 
 
