@@ -250,17 +250,19 @@ def test_rejections_keep_the_state_file_small(tmp_path):
     prof = IntegratedProfiler(dyn_config(tmp_path), role="actor", rank=0, world_size=1)
     loop = Loop(prof)
     loop.iteration()
-    for i in range(40):   # 40 requests of 600 KB whose keys would be echoed in full
-        raw = {"id": f"bad{i:02d}", "steps": 1, **{f"k{i}_{j:05d}_" + "z" * 30: 1 for j in range(12000)}}
+    for i in range(3):   # 600 KB requests whose keys were echoed in full: two made the state file pass 1 MiB
+        raw = {"id": f"big{i}", "steps": 1, **{f"k{i}_{j:05d}_" + "z" * 30: 1 for j in range(12000)}}
         tp.submit_file(tmp_path, raw)
+    for i in range(80):  # and rejected entries were never pruned
+        tp.submit_file(tmp_path, {"id": f"bad{i:02d}", "steps": 1, "unknown_key": i})
     deadline = time.monotonic() + 30
-    while len(prof._ondemand.entries) < lst.MAX_FINAL_ENTRIES and time.monotonic() < deadline:
+    while "bad79" not in prof._ondemand.entries and time.monotonic() < deadline:
         loop.iteration()
     prof.stop()
     path = tmp_path / "requests" / "workers" / "actor_rank0.json"
     assert path.stat().st_size < 64 * 1024
     state = tp.read_worker_states(tmp_path)["actor_rank0"]   # what status / trigger read: a live worker, not "never started"
-    assert "error" not in state and len(state["requests"]) == 40
+    assert "error" not in state and len(state["requests"]) == lst.MAX_FINAL_ENTRIES and "bad79" in state["requests"]
 
 
 def test_final_entries_are_pruned_to_the_newest():
@@ -323,7 +325,7 @@ def _trigger_many(run_dir: str, worker: int, n: int) -> None:
 
 def test_concurrent_triggers_lose_no_request(tmp_path):
     (tmp_path / formats.RUN_FILE).write_text(json.dumps({"schema": 1, "run_id": "r"}))
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("fork")
     procs = [ctx.Process(target=_trigger_many, args=(str(tmp_path), w, 4)) for w in range(8)]
     for p in procs:
         p.start()
