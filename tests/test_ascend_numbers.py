@@ -267,3 +267,52 @@ def test_a_rank_with_only_step_trace_and_communication_files(ascend_sets):
     assert c["communication"]["links"] and c["device"]["compute_us"] == want["Computing"]
     assert any(m.startswith("host ops") for m in c["missing"]) and any(m.startswith("kernels") for m in c["missing"])
     assert not any("communication.json" in m for m in c["missing"])
+
+
+def test_two_steps_split_by_launch_and_window_as_torch_npu_does():
+    """Synthetic trace_view rows (the real sets have one step each): tasks belong to the step whose
+    host range launched them; a step's device window runs from its first task to the later of its
+    last task's end and the host step's end; a task counts whole in the window its start is in."""
+    from mindspeed_profiler.analysis.analyzers import step_breakdown as sb
+    from mindspeed_profiler.analysis.analyzers.classify import classified
+    from mindspeed_profiler.analysis.parsing.events import EventTable
+
+    M = lambda pid, name: {"ph": "M", "name": "process_name", "pid": pid, "args": {"name": name}}
+    ev = [M(1, "Python"), M(2, "CANN"), M(3, "Ascend Hardware"), M(4, "HCCL"),
+          {"ph": "M", "name": "thread_name", "pid": 4, "tid": 0, "args": {"name": "Group 0 Communication"}}]
+    x = lambda pid, name, ts, dur, **a: {"ph": "X", "name": name, "cat": "cpu_op" if pid == 1 else None, "pid": pid,
+                                         "tid": 0, "ts": str(ts), "dur": dur, "args": a}
+    ev += [x(1, "ProfilerStep#1", 0, 100), x(1, "ProfilerStep#2", 100, 100)]
+    launches = {1: 5, 2: 20, 3: 105, 4: 110}
+    ev += [x(2, f"AscendCL@launch{c}", t, 1, connection_id=c) for c, t in launches.items()]
+    ev += [x(3, "MatMul", 10, 50, **{"Task Type": "AI_CORE", "connection_id": 1}),        # step 1: 10-60
+           x(4, "hcom_allReduce_1", 50, 70, connection_id=2),                             # step 1: 50-120, past its host end
+           x(3, "Notify Wait", 50, 70, **{"Task Type": "Notify Wait", "connection_id": 2}),  # its sub-task: not counted
+           x(3, "Add", 130, 20, **{"Task Type": "AI_VECTOR_CORE", "connection_id": 3}),   # step 2: 130-150
+           x(3, "EVENT_WAIT", 150, 30, **{"Task Type": "EVENT_WAIT_SQE", "connection_id": 9}),  # sync: no work
+           x(3, "MEMCPY_ASYNC", 160, 10, **{"Task Type": "PCIE_DMA_SQE", "connection_id": 4})]  # step 2 copy, exposed
+    t = EventTable()
+    t.add_batch(ev)
+    ct = classified(t.finish())
+    w = sb.device_windows(ct)
+    assert [(s.step, s.start, s.end, s.host_start) for s in w] == [(1, 10, 120, 0), (2, 130, 200, 100)]
+    r1, r2 = sb.from_tasks(ct, w)
+    assert (r1["computing_us"], r1["communication_us"], r1["communication_exposed_us"], r1["overlapped_us"]) == (50, 70, 60, 10)
+    assert (r1["free_us"], r1["stage_us"], r1["preparing_us"]) == (0, 110, 10)
+    assert (r2["computing_us"], r2["communication_us"], r2["free_us"], r2["stage_us"], r2["memcpy_exposed_us"]) == (20, 0, 0, 20, 0.0)
+    assert sb.device_totals([r1, r2])["compute_us"] == 70
+
+
+def test_loose_ranks_equal_msprof_analyzes_own_rows_for_them(ascend_sets):
+    """gpt3_cluster16: msprof-analyze's cluster_step_trace_time.csv of the job and the parsed files
+    of its ranks 0 and 1 (a loose layout): ours from those files equal its rows for them."""
+    d = ascend_sets("gpt3_cluster16")
+    ref = {int(r["Index"]): r for r in csv_rows(d / "cluster_analysis_output" / "cluster_step_trace_time.csv") if r["Type"] == "rank"}
+    for rank in (0, 1):
+        _, code, caps = analyse(d / f"test_rank_{rank}")
+        (c,) = caps.values()
+        (row,) = c["step_trace"]
+        assert code == 0 and c["rank"] == rank and row["step"] == int(ref[rank]["Step"])
+        for ours_key, col in (("computing_us", "Computing"), ("communication_exposed_us", "Communication(Not Overlapped)"),
+                              ("overlapped_us", "Overlapped"), ("free_us", "Free"), ("bubble_us", "Bubble")):
+            assert row[ours_key] == pytest.approx(float(ref[rank][col]), rel=1e-3, abs=1e-3), (rank, ours_key)
