@@ -214,18 +214,18 @@ def test_rlinf_reader_is_linear_in_steps_and_unmatched_events(tmp_path):
 
     def run(f):
         return to_timeline(read_rlinf_events(f)[0])
-    sizes, times = [2000, 4000, 8000], []
+    sizes, times = [1000, 2000, 4000], []
     for n in sizes:
         times.append(measure(run, _rlinf(tmp_path / f"s{n}.jsonl", n))[0])
-    assert times[-1] < 15, times   # 3.5 s measured, linear; was 17 s at 8,000 steps and quadratic
+    assert times[-1] < 8, times   # 1.7 s measured, linear; was 17 s at 8,000 steps and quadratic
     assert_linear(sizes, times, slack=4)
-    sizes, times = [5000, 10000, 20000], []
+    sizes, times = [2500, 5000, 10000], []
     for n in sizes:
         times.append(measure(run, _rlinf(tmp_path / f"u{n}.jsonl", 10, unmatched=n))[0])
-    assert times[-1] < 10, times   # 1 s measured; was 73 s at 20,000 unmatched pairs
+    assert times[-1] < 5, times   # 0.5 s measured; was 73 s at 20,000 unmatched pairs (quadratic: ~18 s at 10,000)
     assert_linear(sizes, times, slack=4)
-    tl, warnings = run(tmp_path / "u5000.jsonl")
-    assert any("10000 begin / end event(s) without their pair" in w for w in warnings)
+    tl, warnings = run(tmp_path / "u2500.jsonl")
+    assert any("5000 begin / end event(s) without their pair" in w for w in warnings)
     its = [e["args"]["iteration"] for e in tl["traceEvents"] if e.get("cat") == "stage"]
     assert sorted(set(its)) == list(range(10))
 

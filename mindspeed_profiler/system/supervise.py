@@ -7,11 +7,12 @@ having run the worker, runs the worker itself.
   succeeded (end of file) or why it failed;
 - the child dies with the launcher (PR_SET_PDEATHSIG, SIGTERM: a tool still writes its report), and
   the launcher passes SIGTERM / SIGINT / SIGHUP / SIGQUIT / SIGUSR1 / SIGUSR2 on to it;
-- a tool that ends within FAST_EXIT_S of its start while no process running the worker's command
-  (its arguments exactly; the tool's own command line, which ends with them, does not count) was
-  seen among its descendants (/proc) never ran the worker: the launcher runs it. Once such a
-  process is seen, or the tool has run longer than that, the launcher waits for the tool and ends
-  with the tool's status (a tool may run the worker under a command line of its own).
+- a tool that ends within FAST_EXIT_S of its start while no process of the worker was seen among
+  its descendants (/proc: the worker's interpreter as its executable, or the worker's command line
+  exactly; the tool's own command line, which ends with the worker's, does not count, and Ray
+  rewrites a worker's command line, never its executable) never ran the worker: the launcher runs
+  it. Once such a process is seen, or the tool has run longer than that, the launcher waits for
+  the tool and ends with the tool's status.
 Standard library only (this runs before every wrapped worker).
 """
 from __future__ import annotations
@@ -25,8 +26,9 @@ from typing import NoReturn, Sequence
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 _PR_SET_PDEATHSIG = 1
-POLL_S = 0.02          # how often the tool's descendants are looked at until the worker shows up
-FAST_EXIT_S = 10.0     # a tool that ends this soon without the worker seen never ran it
+POLL_S = 0.02          # how often the tool's descendants are looked at in the first second
+SLOW_POLL_S = 0.1      # then, until FAST_EXIT_S
+FAST_EXIT_S = 5.0      # a tool that ends this soon without the worker seen never ran it
 
 
 @dataclass(frozen=True)
@@ -97,23 +99,21 @@ def forward_signals(pid: int) -> None:
             pass
 
 
-def _children_map() -> dict[int, list[int]] | None:
-    """ppid -> [pid] of every process (/proc), or None where there is no /proc."""
+def _children(pid: int) -> list[int] | None:
+    """The children of `pid` (/proc/<pid>/task/*/children), None where the kernel does not say."""
     try:
-        names = os.listdir("/proc")
+        tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return None
-    out: dict[int, list[int]] = {}
-    for n in names:
-        if not n.isdigit():
-            continue
+    out: list[int] = []
+    for t in tasks:
         try:
-            with open(f"/proc/{n}/stat", "rb") as fh:
-                stat = fh.read()
-            ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
-        except (OSError, ValueError, IndexError):
+            with open(f"/proc/{pid}/task/{t}/children", "rb") as fh:
+                out += [int(x) for x in fh.read().split()]
+        except FileNotFoundError:
+            return None   # a kernel without CONFIG_PROC_CHILDREN
+        except (OSError, ValueError):
             continue
-        out.setdefault(ppid, []).append(int(n))
     return out
 
 
@@ -125,23 +125,33 @@ def _cmdline(pid: int) -> list[str]:
         return []
 
 
-def runs_command(pid: int, command: Sequence[str]) -> bool | None:
-    """Whether `pid` or one of its descendants runs `command`: its arguments exactly (the
-    interpreter's path may be spelled otherwise); None when this cannot be known (no /proc)."""
-    args = list(command[1:])
-    children = _children_map()
-    if children is None:
+def _exe(pid: int) -> str | None:
+    try:
+        return os.path.realpath(f"/proc/{pid}/exe")
+    except OSError:
         return None
-    todo, seen = [pid], set()
+
+
+def runs_command(pid: int, command: Sequence[str]) -> bool | None:
+    """Whether the worker runs under the tool `pid`: `pid` itself with the worker's command line
+    exactly (a tool that execs it), or a descendant whose executable is the worker's interpreter or
+    whose arguments are the worker's; None when this cannot be known (no /proc)."""
+    args = list(command[1:])
+    interpreter = os.path.realpath(command[0]) if command else None
+    if _cmdline(pid) == list(command):
+        return True
+    todo, seen = _children(pid), {pid}
+    if todo is None:
+        return None
     while todo:
         p = todo.pop()
         if p in seen:
             continue
         seen.add(p)
         line = _cmdline(p)
-        if line and (line == list(command) or (args and line[1:] == args)):
+        if (interpreter and _exe(p) == interpreter) or (args and line[1:] == args):
             return True
-        todo.extend(children.get(p, ()))
+        todo.extend(_children(p) or ())
     return False
 
 
@@ -158,9 +168,10 @@ def supervise(pid: int, command: Sequence[str], started_s: float | None = None) 
         if done:
             return Outcome(False, status, f"it ended ({describe(status)}) without running the worker")
         seen = runs_command(pid, command)
-        if seen is None or seen or time.monotonic() - t0 >= FAST_EXIT_S:
+        waited = time.monotonic() - t0
+        if seen is None or seen or waited >= FAST_EXIT_S:
             return Outcome(True, None)   # no /proc: assume it did (the tool-wrapped start, as before)
-        time.sleep(POLL_S)
+        time.sleep(POLL_S if waited < 1.0 else SLOW_POLL_S)
 
 
 def wait_and_exit(pid: int) -> NoReturn:
