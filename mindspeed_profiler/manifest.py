@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mindspeed_profiler import formats
-from mindspeed_profiler import jsonfile
-from mindspeed_profiler.backends import layout
+from mindspeed_profiler import fileio
 from mindspeed_profiler.config import IntegratedConfig, ProfilerConfig, _plain
 
 
@@ -93,7 +92,7 @@ def write_run_manifest(cfg: Any, save_path: str | None = None, *, role: str = "d
         "run_id_source": source,
         "config": config_dict(cfg),
         "versions": versions(),
-        "start_time": layout.utc_now_iso(),
+        "start_time": fileio.utc_now_iso(),
         "writer": {"role": role, "rank": rank, "host": socket.gethostname(), "pid": os.getpid()},
     }
     def change(old):
@@ -102,7 +101,7 @@ def write_run_manifest(cfg: Any, save_path: str | None = None, *, role: str = "d
             # requests, the process-level capture's `system` entry)
             return {**manifest, **{k: v for k, v in old.items() if k not in manifest}}
         return manifest
-    return jsonfile.update_json(path, change)
+    return fileio.update_json(path, change)
 
 
 def read_run_manifest(run_dir: str | os.PathLike) -> dict[str, Any] | None:
@@ -159,7 +158,7 @@ def capture_metadata(cfg: IntegratedConfig, *, run_id: str | None, role: str, st
         "pid": os.getpid(),
         "node": {"host": host, "ray_node_id": ray_node_id()},
         "clock": {"wall_ns": time.time_ns(), "mono_ns": time.monotonic_ns()},
-        "start_time": layout.utc_now_iso(),
+        "start_time": fileio.utc_now_iso(),
         "end_time": None,
         "status": "ok",
         "errors": [],

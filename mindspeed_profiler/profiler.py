@@ -24,7 +24,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from mindspeed_profiler import formats
+from mindspeed_profiler import fileio, formats
 from mindspeed_profiler import session
 from mindspeed_profiler import stages as _stages
 from mindspeed_profiler._state import STATE
@@ -413,7 +413,7 @@ class IntegratedProfiler:
         if directory is None or not Path(directory).is_dir():
             return
         try:
-            layout.write_json_atomic(Path(directory) / formats.META_FILE, {**cap.meta, "status": "recording"})
+            fileio.write_json_atomic(Path(directory) / formats.META_FILE, {**cap.meta, "status": "recording"})
         except Exception:
             pass   # the final metadata is written at the end anyway
 
@@ -428,7 +428,7 @@ class IntegratedProfiler:
     def _record_error(self, cap: _Capture, phase: str, exc: BaseException) -> None:
         cap.failed = True
         cap.meta["status"] = "failed"
-        cap.meta["errors"].append({"phase": phase, "error": f"{type(exc).__name__}: {exc}", "time": layout.utc_now_iso()})
+        cap.meta["errors"].append({"phase": phase, "error": f"{type(exc).__name__}: {exc}", "time": fileio.utc_now_iso()})
         self._warn((phase, type(exc).__name__),
                    "profiler %s failed (%s rank %d, stage %s, steps %d-%d, backend %s); capture abandoned, training goes on: %s: %s",
                    phase, self.role, self.rank, cap.meta["stage"], cap.spec.first, cap.spec.last,
@@ -470,7 +470,7 @@ class IntegratedProfiler:
     def _finish(self, cap: _Capture, files: list[Path] = ()) -> Path | None:
         """Write the capture's metadata into its directory (made here if the backend made none)."""
         meta = cap.meta
-        meta["end_time"] = layout.utc_now_iso()
+        meta["end_time"] = fileio.utc_now_iso()
         directory = cap.handle.directory if cap.handle is not None else None
         try:
             if directory is None or not Path(directory).is_dir():
@@ -478,7 +478,7 @@ class IntegratedProfiler:
             directory = Path(directory)
             meta["trace_files"] = [os.path.relpath(f, directory) for f in files]
             meta["notes"] += list(getattr(cap.handle, "notes", None) or [])
-            layout.write_json_atomic(directory / formats.META_FILE, meta)
+            fileio.write_json_atomic(directory / formats.META_FILE, meta)
         except Exception as exc:
             self._warn(("meta", type(exc).__name__), "could not write capture metadata for %s rank %d: %s: %s",
                        self.role, self.rank, type(exc).__name__, exc)

@@ -141,11 +141,12 @@ def test_summary_is_written_atomically(tmp_path, shared_data, monkeypatch):
     (tmp_path / "good.json").write_text(json.dumps(_good_trace()))
     analyse_directory(tmp_path, jobs=1, progress=False)
     before = (tmp_path / "analysis" / "summary.json").read_bytes()
-    from mindspeed_profiler.analysis import outputs
+    from mindspeed_profiler import fileio
 
-    def full_disk(path, data):   # the disk fills up mid-write
+    def full_disk(fh, data):   # the disk fills up mid-write
+        fh.write(data[: len(data) // 2])
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(outputs.Path, "write_bytes", lambda self, data: full_disk(self, data))
+    monkeypatch.setattr(fileio, "_write_bytes", full_disk)
     with pytest.raises(OSError):
         analyse_directory(tmp_path, jobs=1, progress=False)
     monkeypatch.undo()

@@ -25,6 +25,8 @@ from typing import Any, Optional
 
 import orjson
 
+from mindspeed_profiler.fileio import atomic_path, write_atomic
+
 from mindspeed_profiler import formats
 from mindspeed_profiler.analysis.parsing import segments as segment
 from mindspeed_profiler.analysis.system_tracks import add_system_tracks, system_dir_of
@@ -285,13 +287,11 @@ def _write_trace(directory: pathlib.Path, name: str, trace: dict, gzip: bool) ->
     add_system_tracks(trace, system_dir_of(directory))  # py-spy frames of this run's wrapped workers (system_tracks.py)
     data = orjson.dumps(trace)
     out = directory / (name + (".gz" if gzip else ""))
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     if gzip:
-        with _gzip.open(tmp, "wb", compresslevel=6) as fh:
+        with atomic_path(out) as tmp, _gzip.open(tmp, "wb", compresslevel=6) as fh:
             fh.write(data)
     else:
-        tmp.write_bytes(data)
-    os.replace(tmp, out)
+        write_atomic(out, data)
     stale = out.with_name(name if gzip else name + ".gz")
     if stale.exists():  # never leave an older merge next to the new one (readers take either)
         stale.unlink()

@@ -2,29 +2,12 @@
 RunAnalysis)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import orjson
 
 from mindspeed_profiler import formats
-
-
-def write_atomic(path: Path, data: bytes) -> Path:
-    """Write `data` to a temporary file beside `path` and rename it into place: a full disk or a
-    crash leaves the previous file, never half of a new one."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise
-    return path
+from mindspeed_profiler.fileio import write_atomic  # noqa: F401 - report/ writes through it too
 
 
 _OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS

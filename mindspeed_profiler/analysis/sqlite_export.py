@@ -9,13 +9,14 @@ Tables (docs/analysis.md "Outputs" lists the columns and useful queries):
 Types: times are REAL microseconds, counts and ranks INTEGER, flags INTEGER 0 / 1; `steps.step` is
 INTEGER for a numbered step (a label that is not a number is kept as TEXT in the same column).
 Indices on events(capture_id, ts_us), events(name), events(cat, name), the capture_id of the
-per-capture tables and spans(iteration). Written to analysis.db.tmp and renamed into place.
+per-capture tables and spans(iteration). Written to a temporary file and renamed into place.
 """
 from __future__ import annotations
 
-import os
 import sqlite3
 from pathlib import Path
+
+from mindspeed_profiler.fileio import atomic_path
 
 from .analyzers.step_breakdown import BREAKDOWN_FIELDS
 
@@ -111,10 +112,11 @@ def write_db(path: Path, summary: dict, results: list[dict]) -> None:
     """Write to a temporary file and rename it into place, so a crash never leaves half a db.
     `results`: the per-capture results of the batch ({"capture", "events"}): a trace's event columns,
     or a timeline's {"spans": every stage span}."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    if tmp.exists():
-        tmp.unlink()
+    with atomic_path(path) as tmp:   # a failure leaves the previous db and no temporary file
+        _write(tmp, summary, results)
+
+
+def _write(tmp: Path, summary: dict, results: list[dict]) -> None:
     con = sqlite3.connect(tmp)
     try:
         con.execute("PRAGMA journal_mode=OFF")
@@ -142,7 +144,6 @@ def write_db(path: Path, summary: dict, results: list[dict]) -> None:
         con.commit()
     finally:
         con.close()
-    os.replace(tmp, path)
 
 
 def _capture(con: sqlite3.Connection, cid: int, c: dict) -> None:

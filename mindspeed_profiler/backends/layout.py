@@ -1,8 +1,7 @@
-"""Writing the output layout (the names themselves are in formats.py): capture directories,
-worker names that fit torch_npu's limits, atomic JSON files.
-
-Pure naming functions plus three small I/O helpers (make a capture directory, write JSON
-atomically, measure a directory).
+"""Writing the output layout (the names themselves are in formats.py): capture directories and
+worker names that fit torch_npu's limits. Pure naming functions plus two small I/O helpers (make a
+capture directory, measure a directory); atomic writes and time stamps are fileio.py's (still
+importable from here).
 """
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ import time
 from pathlib import Path
 
 from mindspeed_profiler import formats
-from mindspeed_profiler.jsonfile import write_json_atomic  # noqa: F401 - its old home, still importable
+from mindspeed_profiler.fileio import utc_now_iso, write_json_atomic  # noqa: F401 - their old home, still importable
 # re-exported: documented here since the first release (docs/profiling.md)
 from mindspeed_profiler.formats import (  # noqa: F401
     ALL_DIR,
@@ -107,10 +106,6 @@ def make_capture_dir(save_dir: str | Path, worker: str, suffix: str) -> Path:
 def trace_file_name(basename: str, pid: int | None = None) -> str:
     """formats.trace_file_name for this process (or the given pid)."""
     return formats.trace_file_name(basename, os.getpid() if pid is None else pid)
-
-
-def utc_now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def dir_size(path: Path) -> int:

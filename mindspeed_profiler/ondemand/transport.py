@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from mindspeed_profiler import formats
-from mindspeed_profiler.jsonfile import write_json_atomic
-from mindspeed_profiler.safe_io import UnsafeFile, read_regular_file
+from mindspeed_profiler.fileio import UnsafeFile, read_regular_file, write_json_atomic
 
 REQUESTS_DIR = formats.REQUESTS_DIR
 WORKERS_DIR = "workers"

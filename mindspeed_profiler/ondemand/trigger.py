@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from mindspeed_profiler import formats
-from mindspeed_profiler.backends.layout import utc_now_iso
-from mindspeed_profiler.jsonfile import update_json
+from mindspeed_profiler.fileio import update_json, utc_now_iso
 from mindspeed_profiler.manifest import read_run_manifest
 from mindspeed_profiler.ondemand import requests as rq
 from mindspeed_profiler.ondemand import transport as tp

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mindspeed_profiler import formats
-from mindspeed_profiler.jsonfile import write_json_atomic
+from mindspeed_profiler.fileio import write_json_atomic
 from mindspeed_profiler.system.spec import WorkerSpec
 
 

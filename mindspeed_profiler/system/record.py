@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from mindspeed_profiler import formats
-from mindspeed_profiler.jsonfile import update_json
+from mindspeed_profiler.fileio import update_json
 
 RUN_KEY = "system"
 PROBLEM_STATUSES = ("unwrapped", "incomplete", "timeout", "missing")

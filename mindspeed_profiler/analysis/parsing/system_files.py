@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 
 from mindspeed_profiler import formats
-from mindspeed_profiler.safe_io import read_regular_file
+from mindspeed_profiler.fileio import read_regular_file
 
 MAX_META_BYTES = 16 << 20          # a worker's metadata is a few KB
 MAX_ITERATIONS_BYTES = 512 << 20   # one line per iteration and clock mark

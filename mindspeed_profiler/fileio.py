@@ -1,0 +1,159 @@
+"""Files, written and read safely: the one I/O module of the package (standard library only, it
+imports nothing of mindspeed_profiler, beside formats.py which names the files). The runtime
+(run.json, capture metadata, on-demand state, process-level records) and the analysis
+(summary.json, report.html, analysis.db, the merged timeline) both use it.
+
+- Writes are atomic: a temporary file beside the target, renamed into place; a full disk or a crash
+  leaves the previous file, never half a new one, and never the temporary file.
+- Read-modify-write updates (run.json's lists) run under an exclusive lock (`.<file>.lock` beside
+  it, flock; the empty file stays, as a lock file must) so concurrent writers never lose each
+  other's entries.
+- Files that someone else may have put there are read only as regular files of bounded size:
+  opened without blocking (a FIFO or a device is refused, never waited on) and, where asked,
+  without following a link.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+import secrets
+import stat
+from pathlib import Path
+from typing import Any, BinaryIO, Callable, Iterator
+
+# ------------------------------------------------------------------------------------- writing
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary path beside `path` to write (with any tool: sqlite3, gzip...); renamed onto
+    `path` when the block ends without an exception, removed when it raises. The file gets the
+    permissions of the other outputs (0666 less the umask)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_atomic(path: str | os.PathLike, data: bytes | Callable[[BinaryIO], None]) -> Path:
+    """Write `data` (bytes, or a function writing to the open binary file) atomically."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        with os.fdopen(fd, "wb") as fh:
+            if callable(data):
+                data(fh)
+            else:
+                _write_bytes(fh, data)
+    return path
+
+
+def _write_bytes(fh: BinaryIO, data: bytes) -> None:
+    fh.write(data)   # one seam, where tests fill the disk
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
+    """JSON (indent 1; anything else written as its str()) atomically: readers never see half a
+    file and concurrent writers cannot interleave."""
+    return write_atomic(path, json.dumps(obj, indent=1, default=str).encode("utf-8"))
+
+
+@contextlib.contextmanager
+def locked(path: str | os.PathLike) -> Iterator[None]:
+    """An exclusive lock for updates of `path` (its lock file beside it). Where the file system
+    has no flock the update runs unlocked (it is still atomic)."""
+    import fcntl
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)   # closing releases the lock
+
+
+def lock_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.lock")
+
+
+def read_json_object(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The JSON object in `path`, or None when absent, unreadable or not an object."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def update_json(path: str | os.PathLike, change: Callable[[dict[str, Any] | None], dict[str, Any] | None]) -> Path | None:
+    """Read `path` (a JSON object, or None when absent / unreadable), let `change` return the new
+    object (None: write nothing), write it atomically: all under the lock."""
+    path = Path(path)
+    with locked(path):
+        new = change(read_json_object(path))
+        return write_json_atomic(path, new) if new is not None else None
+
+
+# ------------------------------------------------------------------------------------- reading
+
+
+class UnsafeFile(ValueError):
+    """Not a regular file, too large, or a link where none is allowed; str() says which."""
+
+
+def read_regular_file(path: str | os.PathLike, max_bytes: int, follow_links: bool = True) -> bytes:
+    """The bytes of a regular file of at most `max_bytes`. Opened without blocking (a FIFO or a
+    device is refused, never waited on) and, with follow_links=False, without following a link at
+    the last component. Raises OSError (missing, unreadable) or UnsafeFile."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        if not follow_links and os.path.islink(path):
+            raise UnsafeFile(f"{Path(path).name}: a symbolic link, not followed here") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeFile(f"{Path(path).name}: not a regular file (a FIFO, a device or a directory)")
+        if st.st_size > max_bytes:
+            raise UnsafeFile(f"{Path(path).name}: {st.st_size} bytes, more than the {max_bytes} read here")
+        chunks, left = [], max_bytes + 1
+        while left > 0:
+            b = os.read(fd, min(left, 1 << 20))
+            if not b:
+                break
+            chunks.append(b)
+            left -= len(b)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:   # grew while being read
+        raise UnsafeFile(f"{Path(path).name}: more than the {max_bytes} bytes read here")
+    return data
+
+
+# ------------------------------------------------------------------------------------- time
+
+
+def utc_now_iso() -> str:
+    """Now, UTC, ISO 8601 to the millisecond with a Z (the time stamps of our JSON files)."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
