@@ -289,7 +289,7 @@ def _stage(value: Any, path: str, problems: Problems) -> Any:
             return tuple(value)
         for v in bad:
             if isinstance(v, str) and v.lower() == _stages.ALL:
-                problems.append((path, f"'all' cannot be combined with other stages in a list; write stage: all"))
+                problems.append((path, "'all' cannot be combined with other stages in a list; write stage: all"))
             else:
                 problems.append((path, f"unknown stage {v!r} in list; {allowed}{_hint(v, valid)}"))
         return _BAD

@@ -24,7 +24,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from mindspeed_profiler import fileio, formats
+from mindspeed_profiler import fileio, formats, observers
 from mindspeed_profiler import session
 from mindspeed_profiler import stages as _stages
 from mindspeed_profiler._state import STATE
@@ -38,9 +38,6 @@ from mindspeed_profiler.signals import install_sigterm_handler
 
 __all__ = [
     "IntegratedProfiler",
-    "get_profiler",
-    "profiler_start",
-    "profiler_step",
     "write_run_manifest",
     "resolve_rank",
 ]
@@ -51,13 +48,6 @@ DEFAULT_ROLE = "integrated"
 _FALLBACK_SUFFIX = "pt"
 
 
-def __getattr__(name: str) -> Any:
-    # the MindSpeed-style functions, importable from here as before (mindspeed_api imports this module)
-    if name in ("get_profiler", "profiler_start", "profiler_step"):
-        from mindspeed_profiler import mindspeed_api
-
-        return getattr(mindspeed_api, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _Capture:
@@ -103,7 +93,7 @@ class _StageScope:
                 self.sub.__enter__()
         # the stage's timeline span opens after the capture started and closes before it is
         # exported, so the timeline shows the stage's own time and the profiler's cost beside it
-        if STATE.tracer is not None and not p._follower:
+        if STATE.tracer is not None and p._request_id is None:
             self.span = p._tracer_enter(name, formats.CAT_STAGE, {"stage": name, "iteration": p._iteration})
         if p.enabled and p._running and STATE.capture_active:
             self.rng = _stage_range(p.backend, name)
@@ -161,11 +151,14 @@ class IntegratedProfiler:
     `cfg`: a ProfilerConfig or its `.integrated`. `role`: the worker role ("actor", ...), used in
     directory names; default: the role of this process's tracer when one runs, else "integrated". `rank` / `world_size`: default from torch.distributed, else the
     RANK / WORLD_SIZE environment. `backend`: a Backend instance overriding `integrated.backend`
-    (tests and custom backends).
+    (tests and custom backends). `iteration_spans`: False for a profiler that wraps one stage call
+    (its iterations are the worker's). `request_id`: the on-demand request this profiler's capture
+    answers (the listener's child; it writes no spans and no run.json of its own).
     """
 
     def __init__(self, cfg: Any, role: str | None = None, *, rank: int | None = None,
-                 world_size: int | None = None, backend: Backend | None = None, iteration_spans: bool = True):
+                 world_size: int | None = None, backend: Backend | None = None, iteration_spans: bool = True,
+                 request_id: str | None = None):
         full, integ = split_config(cfg)
         self.cfg = integ
         # False for a profiler that only wraps one stage call (MindSpeed-style profiler_start): the
@@ -178,9 +171,9 @@ class IntegratedProfiler:
         self._iteration: int | None = None
         self._iter_span = None
         self._iter_busy = False  # a stage ran in the current iteration
-        # an on-demand capture's profiler follows its listener's owner: no spans or run.json of its own
-        self._follower = False
-        self._request_id: str | None = None
+        # an on-demand capture's profiler (it answers request `request_id`) follows its listener's
+        # owner: no spans or run.json of its own
+        self._request_id = request_id
         self._ondemand = None
         if getattr(integ, "dynamic", False) and iteration_spans:
             from mindspeed_profiler.ondemand.listener import make_listener
@@ -228,9 +221,9 @@ class IntegratedProfiler:
         self._iteration = iteration
         STATE.iteration = iteration
         session.RUNNING.add(self)
-        if session.ITERATION_LISTENERS: session.notify_iteration(self, "start", iteration)  # noqa: E701
+        if observers.ITERATION_LISTENERS: observers.notify_iteration(self, "start", iteration)  # noqa: E701
         if self.enabled:
-            install_sigterm_handler()   # a SIGTERM exports the open capture, then the previous handler runs
+            install_sigterm_handler(session.stop_all, order=0)   # a SIGTERM exports the open capture first
             self._get_backend()
             session.sync_state()
             if self.rank == 0:
@@ -249,7 +242,7 @@ class IntegratedProfiler:
         """The current iteration ends and the next one begins."""
         if not self._running:
             return
-        if session.ITERATION_LISTENERS: session.notify_iteration(self, "step", self._iteration + 1)  # noqa: E701
+        if observers.ITERATION_LISTENERS: observers.notify_iteration(self, "step", self._iteration + 1)  # noqa: E701
         if self._iter_span is not None:
             span, self._iter_span = self._iter_span, None
             self._tracer_exit(span)
@@ -285,7 +278,7 @@ class IntegratedProfiler:
         if not self._running:
             return
         self._running = False
-        if session.ITERATION_LISTENERS: session.notify_iteration(self, "stop", self._iteration)  # noqa: E701
+        if observers.ITERATION_LISTENERS: observers.notify_iteration(self, "stop", self._iteration)  # noqa: E701
         if self._ondemand is not None:
             self._ondemand.stopped()  # a running on-demand capture exports what it recorded
         if self._iter_span is not None:
@@ -503,7 +496,7 @@ class IntegratedProfiler:
 
     def _write_manifest_once(self) -> None:
         key = os.path.abspath(self.cfg.profile_save_path)
-        if key in session.MANIFESTS_WRITTEN or self._follower:
+        if key in session.MANIFESTS_WRITTEN or self._request_id is not None:
             return
         session.MANIFESTS_WRITTEN.add(key)
         try:

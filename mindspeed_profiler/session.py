@@ -10,9 +10,10 @@ from __future__ import annotations
 import atexit
 import os
 import weakref
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from mindspeed_profiler._state import STATE
+from mindspeed_profiler.observers import ITERATION_LISTENERS, notify_iteration  # noqa: F401 - their old home
 
 if TYPE_CHECKING:
     from mindspeed_profiler.profiler import IntegratedProfiler
@@ -29,26 +30,6 @@ MANIFESTS_WRITTEN: set[str] = set()
 # counts its own stage calls, but two profilers of one name (profiler_start(..., profiler_iteration=N)
 # called twice in an iteration builds one per call) would otherwise share a capture name.
 _CALLS_USED: dict[tuple[Any, ...], int] = {}
-
-
-# Called at every iteration boundary of every IntegratedProfiler of this process, also when
-# `integrated.profile` is false: (profiler, event, iteration) with event "start" (iteration begins),
-# "step" (the previous one ended, `iteration` begins) or "stop" (`iteration` ends). Process-level
-# capture (system/worker.py) listens here; profiler.py calls notify_iteration only when this list
-# is non-empty, so without a listener a boundary costs one falsy check.
-ITERATION_LISTENERS: list[Callable[[Any, str, "int | None"], None]] = []
-
-
-def notify_iteration(profiler: Any, event: str, iteration: int | None) -> None:
-    """Tell every listener; a failing listener is reported once and never stops the step."""
-    for listener in list(ITERATION_LISTENERS):
-        try:
-            listener(profiler, event, iteration)
-        except Exception as exc:  # profiling never kills training
-            from mindspeed_profiler._warn import warn_once
-
-            warn_once(("iteration-listener", type(exc).__name__), "iteration listener %r failed (training goes on): %s: %s",
-                      listener, type(exc).__name__, exc)
 
 
 def _install_system_listener() -> None:

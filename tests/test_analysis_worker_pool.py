@@ -6,7 +6,7 @@ import os
 import signal
 import time
 
-from mindspeed_profiler.analysis import batch
+from mindspeed_profiler.analysis import collect
 from mindspeed_profiler.analysis.discover import Capture
 
 
@@ -24,10 +24,10 @@ def test_killed_worker_fails_only_its_capture(tmp_path, monkeypatch, shared_data
     for n in names:
         (tmp_path / n).write_bytes(src.read_bytes())
     caps = [Capture(path=n, kind="kineto", files=[n]) for n in names]
-    monkeypatch.setattr(batch, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(collect, "POOL_MIN_BYTES", 0)
     t = time.monotonic()
-    res = batch.run_captures(tmp_path, caps, jobs=2, top_n=5, want_events=False, progress=False,
-                              fn=die_on_victim)
+    res = collect.run_captures(tmp_path, caps, jobs=2, top_n=5, want_events=False, progress=False,
+                                fn=die_on_victim)
     assert time.monotonic() - t < 120   # reported, not hung
     by = {r["capture"]["path"]: r["capture"] for r in res}
     assert by["victim.json.gz"]["status"] == "failed"

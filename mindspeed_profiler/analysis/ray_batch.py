@@ -18,25 +18,30 @@ Ray is imported only in here, and this module only with --ray: Ray stays optiona
 """
 from __future__ import annotations
 
-import hashlib
 import os
-import pickle
 import shutil
-import socket
 import sys
 import tempfile
 import time
-import zlib
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from mindspeed_profiler import formats
 
-from .capture import analyse_capture
-from .discover import Capture, discover
-from .pool import Limits, failed_result
+from .collect import UNPARSED, Collected, CollectOptions, ProgressBar, run_in_process, select_run
+from .discover import Capture
+from .pool import failed_result
+from .ray_node import (  # noqa: F401  (resolve_dir, fingerprint: importable from here as before)
+    _unpack,
+    analyse_on_node,
+    discover_on_node,
+    fingerprint,
+    prepare_on_node,
+    read_segments_on_node,
+    resolve_dir,
+)
 
 DISCOVERY_TIMEOUT_S = 600.0      # one node's walk of DIR (also the timeline segments' read)
 GET_TIMEOUT_S = 300.0            # fetching a finished task's (small) result
@@ -55,118 +60,6 @@ class RayOptions:
     address: str | None = None   # None: RAY_ADDRESS, else a cluster of this machine, else a new local one
     task_cpus: float = 0.5       # CPUs each capture task reserves
     grace_s: float = GRACE_S
-
-
-# ------------------------------------------------------------------------------ on the nodes
-
-
-def resolve_dir(dir_arg: str, cwd: str) -> Path:
-    """DIR as a node sees it: `~` and `$VARS` expanded there; a relative path is taken from the
-    directory the driver runs in (the same absolute path on every node)."""
-    p = os.path.expanduser(os.path.expandvars(str(dir_arg)))
-    return Path(p if os.path.isabs(p) else os.path.join(cwd, p))
-
-
-def _this_node() -> dict:
-    import ray
-
-    return {"node_id": ray.get_runtime_context().get_node_id(), "host": socket.gethostname()}
-
-
-def _pack(obj: Any) -> bytes:
-    """What a node task sends back: pickled and zlib-compressed (level 6: a GPU capture's summary of
-    85 KB in 2 ms to 11.5 KB; level 1 leaves 14.5 KB; lzma / bz2 gain 10% more for 1.5-12x the time)."""
-    return zlib.compress(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), 6)
-
-
-def _unpack(data: bytes) -> Any:
-    return pickle.loads(zlib.decompress(data))
-
-
-def _stat(p: Path) -> tuple[int, int]:
-    try:
-        st = p.stat()
-        return st.st_size, st.st_mtime_ns
-    except OSError:
-        return -1, -1
-
-
-def fingerprint(base: Path, cap: Capture) -> str:
-    """What tells a directory several nodes see (shared storage: same sizes and times) from
-    different captures at the same relative path on several nodes' own disks."""
-    entries = [("f", f, *_stat(base / f)) for f in cap.files]
-    d = base / cap.path
-    if d.is_dir():
-        try:
-            with os.scandir(d) as it:
-                for e in it:
-                    size, mtime = _stat(Path(e.path))
-                    entries.append(("d", e.name, size if e.is_file() else 0, mtime))
-        except OSError:
-            pass
-    return hashlib.blake2b(repr(sorted(entries)).encode("utf-8", "surrogateescape"), digest_size=12).hexdigest()
-
-
-def _segment_names(d: Path) -> list[str]:
-    try:
-        return sorted(n for n in os.listdir(d) if n.endswith(formats.SEGMENT_SUFFIX) and (d / n).is_file())
-    except OSError:
-        return []
-
-
-def _trace_bytes(base: Path, cap: Capture) -> int:
-    if cap.files:
-        return sum(max(0, _stat(base / f)[0]) for f in cap.files)
-    if cap.kind == "timeline":
-        d = base / cap.path
-        return sum(max(0, _stat(d / n)[0]) for n in _segment_names(d))
-    return 0
-
-
-def discover_on_node(dir_arg: str, cwd: str) -> bytes:
-    """A node's discovery task: what DIR holds there, with a fingerprint and the size of each capture."""
-    out: dict = {**_this_node(), "dir": None, "base": None, "caps": []}
-    path = resolve_dir(dir_arg, cwd)
-    out["dir"] = str(path)
-    if not path.exists():
-        return _pack(out)
-    base = path if path.is_dir() else path.parent
-    out["base"] = str(base)
-    for c in discover(path):
-        out["caps"].append({"cap": c.to_dict(), "fp": fingerprint(base, c), "bytes": _trace_bytes(base, c)})
-    return _pack(out)
-
-
-def read_segments_on_node(base: str, rel_dir: str) -> bytes:
-    """The segment files of one timeline directory of this node: {name: bytes} (they are small)."""
-    d = Path(base) / rel_dir
-    out = {}
-    for n in _segment_names(d):
-        try:
-            out[n] = (d / n).read_bytes()
-        except OSError:
-            pass   # gone since the discovery: the merge goes on without it
-    return _pack(out)
-
-
-def prepare_on_node(base: str, cap_dicts: list[dict], jobs: int, export_type: str, python: str | None) -> bytes:
-    """The input kinds' prepare step for this node's captures (e.g. raw Ascend parsing with torch_npu
-    + CANN when they work here): the captures as prepared, {path: why it stays unparsed}, the log."""
-    from .batch import prepare
-
-    caps = [Capture(**d) for d in cap_dicts]
-    lines: list[str] = []
-    reasons = prepare(Path(base), caps, jobs, export_type, lines.append, python or sys.executable)
-    return _pack({"caps": [c.to_dict() for c in caps], "reasons": reasons, "log": lines})
-
-
-def analyse_on_node(base: str, cap_dict: dict, top_n: int, want_events: bool, fn: Callable, limits: Limits) -> bytes:
-    """One capture, on the node that holds it, under the per-capture limits exactly as a local
-    analysis with one job (time limit here; a suspected decompression bomb in a memory-capped child)."""
-    from .batch import run_captures
-
-    res = run_captures(Path(base), [Capture(**cap_dict)], 1, top_n, want_events, False, fn, limits)[0]
-    return _pack(res)
 
 
 # ------------------------------------------------------------------------------ on the driver
@@ -364,48 +257,37 @@ def where_written_warning(cap: Capture, node: Node, cluster_ids: set[str]) -> st
     return None
 
 
-class _Bar:
-    def __init__(self, total: int, on: bool):
-        self.bar = None
-        if on and total:
-            from rich.progress import Progress
-
-            from .batch import _stderr_console
-            self.bar = Progress(transient=True, console=_stderr_console())
-            self.task = self.bar.add_task("analysing on the Ray cluster", total=total)
-            self.bar.start()
-
-    def advance(self) -> None:
-        if self.bar:
-            self.bar.advance(self.task)
-
-    def stop(self) -> None:
-        if self.bar:
-            self.bar.stop()
-
-
-def analyse_on_ray(dir_arg: str | os.PathLike, opts: RayOptions, *, jobs: int, top_n: int, export_type: str,
-                   progress: bool, fn: Callable = analyse_capture, limits: Limits = Limits(),
-                   log: Callable[[str], None] = print, python: str | None = None, run: str | None = None):
-    """Discover, prepare and analyse DIR on every node of the cluster; returns a batch.Collected
+def analyse_on_ray(dir_arg: str | os.PathLike, ray_opts: RayOptions, opts: CollectOptions) -> Collected:
+    """Discover, prepare and analyse DIR on every node of the cluster; returns the Collected
     (the per-capture results, the unparsed captures, where the outputs go, the `ray` block)."""
     ray = _ray()
-    started = connect(opts.address, log)
+    started = connect(ray_opts.address, opts.log)
     tmp = Path(tempfile.mkdtemp(prefix="msp-ray-timeline-"))
     try:
-        return _Driver(ray, str(dir_arg), opts, jobs, top_n, export_type, fn, limits, log, python).run(progress, run, tmp)
+        return _Driver(ray, str(dir_arg), ray_opts, opts).run(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         if started:
             ray.shutdown()   # stops a local cluster started here; from a running cluster, disconnects
 
 
+class RayCollector:
+    """Collection on every node of a Ray cluster, each capture where it lies (`root` as the nodes see it)."""
+
+    def __init__(self, options: RayOptions | None = None):
+        self.options = options or RayOptions()
+
+    def collect(self, root: Path, opts: CollectOptions) -> Collected:
+        return analyse_on_ray(root, self.options, opts)
+
+
 class _Driver:
-    def __init__(self, ray, dir_arg: str, opts: RayOptions, jobs: int, top_n: int, export_type: str,
-                 fn: Callable, limits: Limits, log: Callable[[str], None], python: str | None):
-        self.ray, self.dir_arg, self.opts, self.jobs, self.top_n = ray, dir_arg, opts, jobs, top_n
-        self.export_type, self.want_events = export_type, export_type == "db"
-        self.fn, self.limits, self.log, self.python = fn, limits, log, python
+    def __init__(self, ray, dir_arg: str, ray_opts: RayOptions, opts: CollectOptions):
+        self.ray, self.dir_arg, self.opts, self.jobs, self.top_n = ray, dir_arg, ray_opts, opts.jobs, opts.top_n
+        self.export_type, self.want_events, self.progress, self.run_id = opts.export_type, opts.want_events, opts.progress, opts.run
+        self.fn, self.limits, self.log = opts.fn, opts.limits, opts.log
+        # each node's own interpreter runs its prepare step unless another was asked for
+        self.python = None if opts.python == sys.executable else opts.python
         self.traffic = Traffic()
         self.warnings: list[str] = []
         self.results: list[dict] = []
@@ -414,9 +296,8 @@ class _Driver:
 
     # -- the steps
 
-    def run(self, progress: bool, run: str | None, tmp: Path):
-        from .batch import Collected, select_run
-
+    def run(self, tmp: Path) -> Collected:
+        progress, run = self.progress, self.run_id
         self.discover()
         holders = [n for n in self.nodes.values() if n.base is not None]
         self.log(f"analyse --ray: {len(self.nodes)} node(s), {self.dir_arg} found on {len(holders)}"
@@ -430,10 +311,9 @@ class _Driver:
         for it in items:
             it.node.trace_bytes += it.nbytes
         items = self.prepare(items)
-        bar = _Bar(len(items) + len(timelines), progress)
+        bar = ProgressBar(len(items) + len(timelines), progress, "analysing on the Ray cluster")
 
         def here() -> None:   # the timeline, merged from every node's segments: analysed here meanwhile
-            from .batch import run_in_process
             for cap, base in timelines:
                 self.results.append(run_in_process(self.fn, base, cap, self.top_n, self.want_events,
                                                    self.limits.timeout_s))
@@ -567,7 +447,6 @@ class _Driver:
     def prepare(self, items: list[Item]) -> list[Item]:
         """The input kinds' prepare step, on each node for its captures (raw Ascend parsing where
         torch_npu + CANN work); returns the captures left to analyse."""
-        from .batch import UNPARSED
         from .inputs import input_kinds
 
         kinds = {k.name for k in input_kinds() if k.prepare is not None}
@@ -612,7 +491,7 @@ class _Driver:
                     drop.add(id(it))
         return [it for it in items if id(it) not in drop]
 
-    def analyse(self, items: list[Item], bar: _Bar, here: Callable[[], None]) -> None:
+    def analyse(self, items: list[Item], bar: ProgressBar, here: Callable[[], None]) -> None:
         """One task per capture on its node, at most as many at a time per node as its CPUs hold
         (so a task starts when it is sent, and its deadline means something); `here` runs on the
         driver once the first tasks are sent."""

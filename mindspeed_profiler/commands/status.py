@@ -56,14 +56,13 @@ def print_status(run_dir: str, states: Mapping[str, Mapping[str, Any]], request_
 
 
 def run(args: argparse.Namespace) -> int:
-    from mindspeed_profiler.commands.trigger import connect_mailbox
     from mindspeed_profiler.ondemand import trigger as tg
 
     if not Path(args.run_dir).is_dir() and not args.ray_address:
         print(f"mindspeed-profiler status: {args.run_dir}: not a directory", file=sys.stderr)
         return 2
     try:
-        box = connect_mailbox(args.ray_address, args.run_id, args.run_dir)
+        box = tg.connect_mailbox(args.ray_address, args.run_id, args.run_dir)
     except tg.TriggerError as exc:
         print(f"mindspeed-profiler status: {exc}", file=sys.stderr)
         return 2

@@ -67,28 +67,6 @@ def _fields(args: argparse.Namespace) -> dict:
     return fields
 
 
-def connect_mailbox(address: str | None, run_id: str | None, run_dir: str):
-    """The run's Ray mailbox (connecting to ADDR), or None without --ray-address."""
-    if not address:
-        return None
-    import ray
-
-    from mindspeed_profiler.manifest import read_run_manifest
-    from mindspeed_profiler.ondemand import transport as tp
-    from mindspeed_profiler.ondemand.trigger import TriggerError
-
-    run_id = run_id or (read_run_manifest(run_dir) or {}).get("run_id")
-    if not run_id:
-        raise TriggerError("--ray-address needs the run's id: give --run-id (no run.json in RUN_DIR says it)")
-    if not ray.is_initialized():
-        ray.init(address=address, namespace=tp.MAILBOX_NAMESPACE, logging_level="ERROR", log_to_driver=False)
-    box = tp.get_mailbox(run_id)
-    if box is None:
-        raise TriggerError(f"no request mailbox for run {run_id} on the Ray cluster at {address}: the job's workers make it "
-                           f"when they start with dynamic: true")
-    return box
-
-
 def run(args: argparse.Namespace) -> int:
     from mindspeed_profiler.ondemand import trigger as tg
 
@@ -97,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         iterations = tg.parse_iterations(args.iterations) if args.iterations else None
         if args.steps is not None and args.steps < 1:
             raise tg.TriggerError(f"--steps: got {args.steps}; expected N >= 1")
-        box = connect_mailbox(args.ray_address, args.run_id, args.run_dir)
+        box = tg.connect_mailbox(args.ray_address, args.run_id, args.run_dir)
         roles = [r.strip() for r in args.roles.split(",") if r.strip()] if args.roles else None
         req = tg.trigger(args.run_dir, steps=args.steps, iterations=iterations, fields=fields, roles=roles,
                          mailbox=box, run_id=args.run_id)

@@ -206,13 +206,10 @@ class Listener:
         return dataclasses.replace(cfg, run_id=self.run_id)
 
     def _start_child(self, entry: _Entry, iteration: int) -> None:
-        from mindspeed_profiler.profiler import IntegratedProfiler
-
         try:
-            child = IntegratedProfiler(entry.cfg, self.owner.role, rank=self.rank, world_size=self.world_size,
-                                       iteration_spans=False)
-            child._follower = True
-            child._request_id = entry.request.id
+            # the owner's own class: the listener needs no import of the profiler that owns it
+            child = type(self.owner)(entry.cfg, self.owner.role, rank=self.rank, world_size=self.world_size,
+                                     iteration_spans=False, request_id=entry.request.id)
             child.start(iteration)
         except Exception as exc:
             self._set(entry, "rejected", reason=f"the capture could not start: {type(exc).__name__}: {exc}")

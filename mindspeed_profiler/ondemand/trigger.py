@@ -234,3 +234,21 @@ def request_finished(states: Mapping[str, Mapping[str, Any]], request_id: str, w
         if entry is None or entry.get("state") not in rq.FINAL_STATES:
             return False
     return True
+
+
+def connect_mailbox(address: str | None, run_id: str | None, run_dir: str):
+    """The run's Ray mailbox (connecting to ADDR), or None without --ray-address."""
+    if not address:
+        return None
+    import ray
+
+    run_id = run_id or (read_run_manifest(run_dir) or {}).get("run_id")
+    if not run_id:
+        raise TriggerError("--ray-address needs the run's id: give --run-id (no run.json in RUN_DIR says it)")
+    if not ray.is_initialized():
+        ray.init(address=address, namespace=tp.MAILBOX_NAMESPACE, logging_level="ERROR", log_to_driver=False)
+    box = tp.get_mailbox(run_id)
+    if box is None:
+        raise TriggerError(f"no request mailbox for run {run_id} on the Ray cluster at {address}: the job's workers make it "
+                           f"when they start with dynamic: true")
+    return box

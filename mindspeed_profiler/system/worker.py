@@ -3,7 +3,7 @@ profiler range exactly around each listed step.
 
 The launch settings put the worker's `WorkerSpec` in its environment (formats.SYSTEM_ENV); session.py
 reads it once, when first imported, and calls `install()`, which adds an iteration listener to
-`session.ITERATION_LISTENERS`. IntegratedProfiler.start / step / stop then tell it where iterations
+`observers.ITERATION_LISTENERS`. IntegratedProfiler.start / step / stop then tell it where iterations
 begin and end, also when `integrated.profile` is false. Nothing here raises into training: the
 session reports a failing listener once and carries on.
 """
@@ -166,7 +166,7 @@ _FOLLOWER: IterationFollower | None = None
 def install() -> bool:
     """Follow this process's iterations when it runs wrapped by a system tool. Idempotent."""
     global _FOLLOWER
-    from mindspeed_profiler import session
+    from mindspeed_profiler import observers
 
     spec = spec_from_env()
     if spec is None or _FOLLOWER is not None or launch_status().get("status") != "wrapped":
@@ -178,7 +178,7 @@ def install() -> bool:
         records.write({"type": formats.SYS_CLOCK, "function": formats.CLOCK_MARK_FUNCTION, "begin_wall_ns": begin,
                        "end_wall_ns": end, "rate_hz": backend.sample_rate_hz(spec)})
     _FOLLOWER = IterationFollower(spec, records)
-    session.ITERATION_LISTENERS.append(_FOLLOWER)
+    observers.subscribe(_FOLLOWER)
     return True
 
 

@@ -193,7 +193,7 @@ def init_tracer(cfg: Any = None, role: str = "driver", rank: int = 0) -> Optiona
         _register_exit_hooks()
         from mindspeed_profiler.signals import install_sigterm_handler
 
-        install_sigterm_handler()   # a SIGTERM flushes and closes the segment, then the previous handler runs
+        install_sigterm_handler(shutdown_tracer, order=10)   # then flushes and closes the segment
         return rec
 
 
