@@ -14,7 +14,7 @@ from typing import Any
 
 from mindspeed_profiler import formats
 from mindspeed_profiler import fileio
-from mindspeed_profiler.config import IntegratedConfig, ProfilerConfig, _plain
+from mindspeed_profiler.config import IntegratedConfig, ProfilerConfig, plain
 
 
 def split_config(cfg: Any) -> tuple[ProfilerConfig | None, IntegratedConfig]:
@@ -42,7 +42,7 @@ def config_dict(cfg: Any) -> dict[str, Any]:
     full, integ = split_config(cfg)
     if full is not None:
         return full.to_dict()
-    return {"profiler_config": {"integrated": _plain(integ)}}
+    return {"profiler_config": {"integrated": plain(integ)}}
 
 
 def new_run_id() -> str:

@@ -22,14 +22,19 @@ _registry: dict[str, str] = {name: "builtin" for name in BUILTIN_STAGES}
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 
 
-def register_stage(name: str, owner: str = "user") -> str:
-    """Add a stage name (idempotent). Returns the name. Raises ValueError for a bad name."""
+def check_stage_name(name: object) -> str:
+    """`name` if it may name a stage; else ValueError saying what is allowed. Registers nothing."""
     if not isinstance(name, str) or not _NAME_RE.match(name) or name == ALL:
         raise ValueError(
             f"stage name {name!r} is not allowed: use letters, digits, '_', '.', '-' "
             f"(starting with a letter or '_'), and not the reserved word {ALL!r}"
         )
-    _registry.setdefault(name, owner)
+    return name
+
+
+def register_stage(name: str, owner: str = "user") -> str:
+    """Add a stage name (idempotent). Returns the name. Raises ValueError for a bad name."""
+    _registry.setdefault(check_stage_name(name), owner)
     return name
 
 

@@ -8,6 +8,8 @@ import pytest
 
 from conftest import REPO_ROOT
 from mindspeed_profiler import config, load_config
+from mindspeed_profiler.config import schema as config_schema
+from mindspeed_profiler.config.checks import check_bool
 from mindspeed_profiler.config import (
     INTEGRATED_FIELDS,
     MINDSPEED_FIELDS,
@@ -29,7 +31,7 @@ SECTIONS = {"integrated": (IntegratedConfig, INTEGRATED_FIELDS),
 @pytest.mark.parametrize("section", SECTIONS)
 def test_every_field_has_a_checker_and_the_schema_is_the_dataclass(section):
     cls, schema = SECTIONS[section]
-    declared = [(f.name, f.metadata.get(config._CHECK)) for f in fields(cls)]
+    declared = [(f.name, f.metadata.get(config_schema._CHECK)) for f in fields(cls)]
     assert all(callable(check) for _, check in declared), [name for name, check in declared if not callable(check)]
     assert list(schema.items()) == declared  # same names, same checkers, same order
 
@@ -47,17 +49,17 @@ def test_every_default_passes_its_own_checker(section):
     for f in fields(cls):
         default = getattr(cls(), f.name)
         problems: list = []
-        assert f.metadata[config._CHECK](default, f.name, problems) == default and not problems, f.name
+        assert f.metadata[config_schema._CHECK](default, f.name, problems) == default and not problems, f.name
 
 
 def test_a_field_without_a_checker_is_refused():
     @dataclass(frozen=True)
     class Section:
-        checked: bool = setting(False, config._bool)
+        checked: bool = setting(False, check_bool)
         unchecked: int = 3
 
     with pytest.raises(TypeError, match="unchecked"):
-        config._schema(Section)
+        config_schema.schema_of(Section)
 
 
 def test_mapping_defaults_are_fresh_and_read_only():
@@ -74,7 +76,7 @@ def test_mindspeed_fields_are_mindspeed_rl_s_fifteen_in_its_order():
         "profile_with_cpu", "profile_with_npu", "profile_with_module", "profile_analysis", "profile_ranks",
     )
     # the flag, not the position, decides: only integrated fields carry it
-    assert not any(f.metadata[config._MINDSPEED] for cls in (TracerConfig, SystemConfig) for f in fields(cls))
+    assert not any(f.metadata[config_schema._MINDSPEED] for cls in (TracerConfig, SystemConfig) for f in fields(cls))
 
 
 def test_backend_values_come_from_backend_choices():

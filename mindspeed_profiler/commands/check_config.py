@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Mapping
 
 from mindspeed_profiler import stages
-from mindspeed_profiler.config import ProfilerConfigError, _read_source, load_config
-from mindspeed_profiler.config_dialects import collect_notes, split_overrides
+from mindspeed_profiler.config import ProfilerConfigError, load_config
+from mindspeed_profiler.config.dialects import collect_notes
 
 EXTRA_POSITIONALS = "overrides"  # overrides may come after --no-path-check
 
@@ -52,11 +51,8 @@ def run(args: argparse.Namespace) -> int:
     if bad:
         return _problems(args.file, bad)
     with collect_notes() as notes:
-        try:
-            data, _ = _read_source(args.file)
-            data, overrides = split_overrides(data, args.overrides)
-            source = data if isinstance(data, Mapping) else args.file   # anything else: load_config says what is wrong
-            cfg = load_config(source, overrides, check_paths=not args.no_path_check)
+        try:   # the library's own loading, overrides included: the CLI accepts what load_config accepts
+            cfg = load_config(args.file, args.overrides, check_paths=not args.no_path_check)
         except ProfilerConfigError as exc:
             _print_notes(notes)
             return _problems(args.file, exc.problems)

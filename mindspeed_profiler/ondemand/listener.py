@@ -197,9 +197,9 @@ class Listener:
 
     def _child_config(self, req: rq.Request):
         """The job's integrated settings with the request's on top, validated like a config."""
-        from mindspeed_profiler.config import _plain, validate
+        from mindspeed_profiler.config import plain, validate
 
-        base = _plain(self.integ)
+        base = plain(self.integ)
         base.update(dict(req.integrated))
         base.update(profile=True, dynamic=False, profile_steps=None, profile_step_start=1, profile_step_end=2)
         cfg = validate({"integrated": base}, check_paths=False)

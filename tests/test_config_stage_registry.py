@@ -1,0 +1,47 @@
+"""Validation registers nothing until the config is accepted: the stages a config declares
+(`register_stages`) count for its own `stage` while it is checked, and are registered only when
+the whole config is accepted."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from mindspeed_profiler import ProfilerConfigError, load_config
+from mindspeed_profiler import stages as stage_registry
+
+
+def _fresh() -> str:
+    return f"stage_{uuid.uuid4().hex[:10]}"
+
+
+def test_a_rejected_config_leaves_the_stage_registry_unchanged():
+    name = _fresh()
+    before = stage_registry.registered_stages()
+    with pytest.raises(ProfilerConfigError) as exc:
+        load_config({"integrated": {"register_stages": [name], "stage": name, "profile_ranks": "0,1"}})
+    assert [w for w, _ in exc.value.problems] == ["profiler_config.integrated.profile_ranks"]   # only the bad field
+    assert stage_registry.registered_stages() == before and not stage_registry.is_stage(name)
+
+
+def test_an_accepted_config_registers_what_it_declares():
+    name, other = _fresh(), _fresh()
+    cfg = load_config({"integrated": {"register_stages": [name, other], "stage": [name, "actor_update"]}})
+    assert cfg.integrated.stages == (name, "actor_update")
+    assert stage_registry.is_stage(name) and stage_registry.is_stage(other)
+
+
+def test_a_declared_stage_counts_only_in_its_own_config():
+    name = _fresh()
+    with pytest.raises(ProfilerConfigError, match="unknown stage"):
+        load_config({"integrated": {"stage": name}})           # not declared, not registered
+    with pytest.raises(ProfilerConfigError):
+        load_config({"integrated": {"register_stages": ["not a name!"], "stage": name}})
+    assert not stage_registry.is_stage(name)
+
+
+def test_a_rejected_mindspeed_style_block_registers_nothing_either():
+    name = _fresh()
+    with pytest.raises(ProfilerConfigError):
+        load_config({"profiler_config": {"register_stages": [name], "integrated": {"stage": name, "profile_level": "level9"}}})
+    assert not stage_registry.is_stage(name)
