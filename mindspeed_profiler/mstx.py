@@ -1,6 +1,7 @@
 """Markers: `mstx_timer_decorator`, `mstx_range`, `mstx_mark` (MindSpeed-RL's lightweight mode, fixed).
 
-Each marker dispatches to what the running backend supports:
+Each marker dispatches to the marker kinds the running backend names (the registry in
+backends/marker_kinds/):
   - NPU:  torch_npu.npu.mstx range_start/range_end/mark (host-side; device-side when given a stream)
   - CUDA: NVTX (torch.cuda.nvtx range_start/range_end/mark), plus torch.profiler.record_function while a capture runs
   - CPU:  torch.profiler.record_function while a torch capture runs
@@ -16,13 +17,14 @@ import time
 from typing import Any, Callable, Iterable, Optional, Union
 
 from mindspeed_profiler._state import STATE
+from mindspeed_profiler.backends import marker_kinds as _kinds
+from mindspeed_profiler.backends.marker_kinds import DEFAULT_DOMAIN
 from mindspeed_profiler.tracing._metrics import METRICS
 from mindspeed_profiler._warn import warn_once
 from mindspeed_profiler.tracing._wrap import wrap_callable
 from mindspeed_profiler.tracing.api import Span, trace_instant
 
 DEVICES = ("npu", "cuda", "cpu")
-DEFAULT_DOMAIN = "default"
 _perf_counter = time.perf_counter
 
 
@@ -44,7 +46,7 @@ def pop_marker_metrics() -> dict[str, dict[str, float]]:
     return marker_metrics(reset=True)
 
 
-# ------------------------------------------------------------------------------ backends
+# ------------------------------------------------------------------------------ marker kinds
 
 
 def domain_selected(domain: str, include: Iterable[str], exclude: Iterable[str]) -> bool:
@@ -55,125 +57,11 @@ def domain_selected(domain: str, include: Iterable[str], exclude: Iterable[str])
     return domain not in tuple(exclude)
 
 
-class _NpuMarkers:
-    """torch_npu.npu.mstx, called with the keywords the installed release takes (read from its
-    signatures, else from the snapshot of that release: backends/npu.py `installed_api`).
-    torch-npu 2.3.1 - 2.5.1 have range_start(message, stream), range_end(range_id), mark(message):
-    no domain (and no stream on mark). There the domain is not passed (said once: domains are
-    ignored on that version) and the marker is still emitted."""
-
-    def __init__(self, mstx: Any, keywords: Optional[dict] = None, version: Optional[str] = None):
-        self.mstx = mstx
-        self.version = version or "(unknown version)"
-        # function -> accepted keyword names (None or missing: any), decided once
-        keywords = keywords or {}
-        self._stream = {fn: keywords.get(fn) is None or "stream" in keywords[fn] for fn in ("range_start", "mark")}
-        self._domain = {fn: keywords.get(fn) is None or "domain" in keywords[fn] for fn in ("range_start", "range_end", "mark")}
-
-    def _kwargs(self, fn: str, domain: str, stream: Any) -> dict:
-        kw = {}
-        if stream is not None:
-            if self._stream[fn]:
-                kw["stream"] = stream
-            else:
-                warn_once(("mstx-no-stream", fn, self.version), "mindspeed-profiler markers: torch_npu %s: mstx.%s has no "
-                          "stream keyword, so its markers are host-side only", self.version, fn)
-        if self._domain[fn]:
-            kw["domain"] = domain
-        elif domain != DEFAULT_DOMAIN:
-            warn_once(("mstx-no-domain", self.version), "mindspeed-profiler markers: torch_npu %s: mstx has no domain "
-                      "keyword, so mstx domains are ignored on this version (markers of domain %r and any other are "
-                      "recorded without one)", self.version, domain)
-        return kw
-
-    def start(self, name: str, domain: str, stream: Any) -> Any:
-        rid = self.mstx.range_start(name, **self._kwargs("range_start", domain, stream))
-        return rid if rid else None  # 0 = failure (None: a release that swallowed an error): nothing to end
-
-    def end(self, token: Any, domain: str) -> None:
-        self.mstx.range_end(token, **self._kwargs("range_end", domain, None))
-
-    def mark(self, message: str, domain: str, stream: Any) -> None:
-        self.mstx.mark(message, **self._kwargs("mark", domain, stream))
-
-
-class _NvtxMarkers:
-    """torch.cuda.nvtx range_start(msg) -> id / range_end(id) / mark(msg) (NVTX domains are not
-    exposed by torch: the name carries it). Not range_push/range_pop: those close the innermost
-    range of the thread, so async functions interleaving on one event loop would end each other's
-    ranges; range_start ids close exactly the range they opened, on any thread."""
-
-    def __init__(self, nvtx: Any):
-        self.nvtx = nvtx
-
-    def start(self, name: str, domain: str, stream: Any) -> Any:
-        return self.nvtx.range_start(name if domain == DEFAULT_DOMAIN else f"{domain}:{name}")
-
-    def end(self, token: Any, domain: str) -> None:
-        self.nvtx.range_end(token)
-
-    def mark(self, message: str, domain: str, stream: Any) -> None:
-        self.nvtx.mark(message if domain == DEFAULT_DOMAIN else f"{domain}:{message}")
-
-
-class _RecordFunctionMarkers:
-    """torch.profiler.record_function: shows up as user_annotation in a running torch capture."""
-
-    def __init__(self, record_function: Any):
-        self.record_function = record_function
-
-    def start(self, name: str, domain: str, stream: Any) -> Any:
-        rf = self.record_function(name)
-        rf.__enter__()
-        return rf
-
-    def end(self, token: Any, domain: str) -> None:
-        token.__exit__(None, None, None)
-
-    def mark(self, message: str, domain: str, stream: Any) -> None:
-        with self.record_function(message):
-            pass
-
-
-def _load_mstx() -> Any:
-    import torch_npu  # lazy: never at module top (it can break `import torch` without CANN)
-
-    from mindspeed_profiler.backends.npu import MARK, RANGE_END, RANGE_START, installed_api
-
-    api = installed_api(torch_npu)
-    keywords = {short: api.keywords.get(full) for short, full in
-                (("mark", MARK), ("range_start", RANGE_START), ("range_end", RANGE_END))}
-    return _NpuMarkers(torch_npu.npu.mstx, keywords, api.version)
-
-
-def _load_nvtx() -> Any:
-    import torch
-
-    if not torch.cuda.is_available():  # CPU builds raise on every nvtx call
-        raise RuntimeError("torch.cuda is not available (CPU build or no GPU)")
-    return _NvtxMarkers(torch.cuda.nvtx)
-
-
-def _load_record_function() -> Any:
-    from torch.profiler import record_function
-
-    return _RecordFunctionMarkers(record_function)
-
-
-# Marker kind -> loader of its implementation. Capture backends name the kinds they want
-# (Backend.device_markers / capture_markers); a new kind is one class and one line here.
-def _load_buffer() -> Any:
-    from mindspeed_profiler.backends.markers import BufferMarkers
-
-    return BufferMarkers()
-
-
-MARKERS: dict[str, Callable[[], Any]] = {
-    "mstx": _load_mstx,
-    "nvtx": _load_nvtx,
-    "record_function": _load_record_function,
-    "buffer": _load_buffer,   # the lightweight capture's own recorder (backends/markers.py)
-}
+# Marker kind -> its implementation: the registry in backends/marker_kinds/ (a new kind is one module
+# there plus one registration line). Capture backends name the kinds they want
+# (Backend.device_markers / capture_markers / stage_marker).
+MARKERS = _kinds.MARKERS
+register_marker_kind = _kinds.register_marker_kind
 _loaded: dict[str, Optional[Any]] = {}  # kind -> implementation, or None (unavailable), resolved once
 
 
@@ -182,7 +70,10 @@ def _load_marker(kind: str) -> Optional[Any]:
         return _loaded[kind]
     impl = None
     try:
-        impl = MARKERS[kind]()
+        entry = _kinds.marker_kind(kind)
+        if entry is None:
+            raise LookupError(f"no marker kind {kind!r} is registered ({', '.join(_kinds.marker_kind_names())})")
+        impl = entry.load()
     except Exception as exc:
         warn_once(f"mstx-backend-{kind}", f"mindspeed-profiler markers: {kind} markers unavailable ({exc!r}); those markers are skipped")
     _loaded[kind] = impl

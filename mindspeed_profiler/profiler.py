@@ -30,6 +30,7 @@ from mindspeed_profiler import stages as _stages
 from mindspeed_profiler._state import STATE
 from mindspeed_profiler._warn import new_scope, warn_once
 from mindspeed_profiler.backends import Backend, CaptureHandle, CaptureSpec, layout, select_backend
+from mindspeed_profiler.backends.honour import capture_options
 from mindspeed_profiler.backends.registry import AUTO, backend_class
 from mindspeed_profiler.manifest import capture_metadata, resolve_run_id, split_config, write_run_manifest
 from mindspeed_profiler.ranks import resolve_rank
@@ -384,7 +385,8 @@ class IntegratedProfiler:
                        what, self.role, self.rank, busy[0].spec.worker_name)
             return None
         try:
-            meta["options"] = backend.options(self.cfg)
+            # the backend's options, noting what of the config it does not honour (backends/honour.py)
+            meta["options"] = capture_options(backend, self.cfg)
             cap.handle = backend.open(spec)
         except Exception as exc:
             self._fail(cap, "start", exc)

@@ -166,8 +166,10 @@ def test_lightweight_on_2_5_1_uses_msprof_tx_and_notes_the_domains():
     assert a.experimental == {"profiler_level": "Level_none", "msprof_tx": True, "export_type": "Text", "l2_cache": False,
                               "data_simplification": True}
     assert a.step_naming == "skip_first"  # no _step_num_offset before 2.5.1.post1
-    switch, domains = a.notes
+    switch, marker_domains, domains = a.notes
     assert switch.honoured and switch.field == "mstx" and "msprof_tx=True" in switch.message and "2.5.1" in switch.message
+    # mstx.range_start takes no domain on 2.5.1: said in the metadata too, not only by the markers' log line
+    assert marker_domains.field == "mstx" and "range_start has no domain" in marker_domains.message
     assert not domains.honoured and domains.field == "mstx_domain_include"
     assert "torch_npu 2.5.1" in domains.message and "integrated.mstx_domain_include=['train']" in domains.message
 

@@ -7,18 +7,20 @@ catches, records and abandons the capture.
 
 A backend class also tells the registry (registry.py) what it is: its name in
 `integrated.backend`, the capture directory suffix it writes (formats.CAPTURE_FORMATS), how much
-`auto` prefers it, whether it can run here, and which markers the mstx helpers should emit
-while it runs (mstx.py).
+`auto` prefers it, whether it can run here, which markers the mstx helpers should emit
+while it runs (mstx.py), and which backend-specific options it honours (honour.py).
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from mindspeed_profiler.config import IntegratedConfig
 from mindspeed_profiler.schedule import Window
+
+if TYPE_CHECKING:  # annotations only: config imports the backend registry, which imports this module
+    from mindspeed_profiler.config import IntegratedConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,7 +67,7 @@ class Backend(ABC):
     name: ClassVar[str]  # the value of integrated.backend
     suffix: ClassVar[str]  # capture directory suffix, a key of formats.CAPTURE_FORMATS
     priority: ClassVar[int] = 0  # `auto` takes the usable backend with the highest priority
-    # device -> marker kinds (mstx.MARKERS) the mstx helpers emit on that device while mstx is on
+    # device -> marker kinds (backends/marker_kinds/) the mstx helpers emit on that device while mstx is on
     device_markers: ClassVar[dict[str, tuple[str, ...]]] = {}
     # marker kinds that show up inside this backend's own capture while it records
     capture_markers: ClassVar[tuple[str, ...]] = ()
@@ -74,6 +76,10 @@ class Backend(ABC):
     # whether `profile_level: level_none` records annotations only in this backend's own session;
     # if not, the profiler records them itself (backends/markers.py) instead of opening the session
     annotation_only_mode: ClassVar[bool] = False
+    # the backend-specific options (options.BACKEND_OPTIONS fields) it honours; others set are noted
+    honours: ClassVar[frozenset[str]] = frozenset()
+    # what records, as the notes name it ("torch.profiler"); default: "the <name> backend"
+    tool: ClassVar[str] = ""
 
     device: str  # the device this instance captures: "npu" | "cuda" | "cpu" | ...
 

@@ -16,14 +16,17 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from mindspeed_profiler.backends import layout
 from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec
+from mindspeed_profiler.backends.marker_kinds import MarkerKind, register_marker_kind
 from mindspeed_profiler.backends.registry import register_backend
-from mindspeed_profiler.config import IntegratedConfig
+
+if TYPE_CHECKING:  # annotations only: config imports the backend registry
+    from mindspeed_profiler.config import IntegratedConfig
 
 _clock = time.perf_counter_ns
 _get_ident = threading.get_ident
@@ -33,7 +36,7 @@ _buffer: list | None = None
 
 
 class BufferMarkers:
-    """The marker kind `buffer` (mstx.MARKERS): ranges and marks into the recording capture."""
+    """The marker kind `buffer` (backends/marker_kinds): ranges and marks into the recording capture."""
 
     def start(self, name: str, domain: str, stream: Any) -> Any:
         return (name, _clock()) if _buffer is not None else None
@@ -48,6 +51,9 @@ class BufferMarkers:
         buf = _buffer
         if buf is not None:
             buf.append((message, _clock(), 0, _get_ident()))
+
+
+register_marker_kind(MarkerKind("buffer", BufferMarkers))
 
 
 class MarkersCapture(CaptureHandle):
@@ -131,6 +137,7 @@ class MarkersBackend(Backend):
     device_markers = {"cuda": ("nvtx",), "cpu": ()}
     capture_markers = ("buffer",)
     stage_marker = "buffer"
+    tool = "mindspeed-profiler's marker recorder"  # honours no backend-specific option
 
     def __init__(self, device: str = "cpu"):
         self.device = device

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from mindspeed_profiler._registry import Registry
 from mindspeed_profiler.backends.base import Backend
+from mindspeed_profiler.backends.options import OPTION_FIELDS
 
 # Modules that register the built-in backends when imported.
 BUILTIN_MODULES = (
@@ -33,6 +34,10 @@ def register_backend(cls: type[Backend]) -> type[Backend]:
                          f"(formats.CAPTURE_FORMATS: {', '.join(CAPTURE_FORMATS)})")
     if cls.name == AUTO:
         raise ValueError(f"backend name {AUTO!r} is reserved")
+    unknown = set(cls.honours) - OPTION_FIELDS
+    if unknown:  # a typo would silently note an option the backend does honour
+        raise ValueError(f"backend {cls.name!r}: honours {', '.join(sorted(unknown))}, not backend-specific options "
+                         f"(backends/options.py: {', '.join(sorted(OPTION_FIELDS))})")
     return _registry.add(cls.name, cls)
 
 

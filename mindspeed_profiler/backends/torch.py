@@ -23,14 +23,16 @@ import gzip
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mindspeed_profiler.backends import layout
 from mindspeed_profiler import formats
 from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec
 from mindspeed_profiler.backends.memory_snapshot import MemorySnapshot, snapshot_kind
 from mindspeed_profiler.backends.registry import register_backend
-from mindspeed_profiler.config import IntegratedConfig
+
+if TYPE_CHECKING:  # annotations only: config imports the backend registry
+    from mindspeed_profiler.config import IntegratedConfig
 
 _LEVEL_ADDS = {
     "level_none": {},
@@ -202,6 +204,8 @@ class TorchBackend(Backend):
     # NVTX on CUDA (nsys sees it); on CPU no device markers: record_function, inside a capture only
     device_markers = {"cuda": ("nvtx",), "cpu": ()}
     capture_markers = ("record_function",)
+    honours = frozenset()  # the backend-specific options are torch_npu's (honour.py notes them)
+    tool = "torch.profiler"
 
     def __init__(self, cuda: bool | None = None):
         if cuda is None:
