@@ -96,9 +96,11 @@ def test_a_tool_that_exits_at_once_falls_back(tmp_path):
 
 
 def test_a_tool_that_ran_the_worker_keeps_its_exit_status(tmp_path):
-    """Not a fallback: the worker ran under the tool and failed; its status is the launcher's."""
+    """Not a fallback: the worker ran under the tool and failed; its status is the launcher's. (The
+    worker runs 2 s: one that ends before the launcher's next look, under a tool that ends too, is
+    taken for never started, system/supervise.py; a loaded machine can delay that look.)"""
     bin_dir = write_fake_tools(tmp_path / "bin")
-    ran, out, meta = launch(tmp_path, cfg(tmp_path, backend="nsight"), [bin_dir, *base_path()], "5")
+    ran, out, meta = launch(tmp_path, cfg(tmp_path, backend="nsight"), [bin_dir, *base_path()], "5", worker_s=2.0)
     assert out.returncode == 5 and json.loads(ran["status"])["status"] == "wrapped"
     assert meta["status"] == "incomplete"
 

@@ -158,20 +158,21 @@ out = sys.argv[1]
 json.dump({"pid": os.getpid(), "status": os.environ.get("MINDSPEED_PROFILER_SYSTEM_STATUS"),
            "argv": sys.argv}, open(out, "w"))
 t = time.time()
-while time.time() - t < 0.2:
+while time.time() - t < float(os.environ.get("FAKE_WORKER_S", "0.2")):
     pass
 sys.exit(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
 '''
 
 
-def launch(tmp_path, c, path_dirs, *worker_args, group="actor", rank=0):
-    """Run the launcher as Ray would, around WORKER; returns (marker the worker wrote, stderr, metadata)."""
+def launch(tmp_path, c, path_dirs, *worker_args, group="actor", rank=0, worker_s: float = 0.2):
+    """Run the launcher as Ray would, around WORKER (busy for `worker_s`); returns (marker the worker
+    wrote, stderr, metadata)."""
     env_cfg = worker_runtime_env(c, group, rank)
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     marker = tmp_path / f"ran_{group}_{rank}.json"
     env = dict(os.environ, **env_cfg["env_vars"], PYTHONPATH=str(REPO_ROOT), FAKE_TOOL_LOG=str(tmp_path / "log"),
-               PATH=os.pathsep.join(map(str, path_dirs)))
+               FAKE_WORKER_S=str(worker_s), PATH=os.pathsep.join(map(str, path_dirs)))
     cmd = shlex.split(env_cfg["py_executable"]) + [str(script), str(marker), *worker_args]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     spec = WorkerSpec.decode(env_cfg["env_vars"][formats.SYSTEM_ENV])

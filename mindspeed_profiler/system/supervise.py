@@ -12,7 +12,9 @@ having run the worker, runs the worker itself.
   exactly; the tool's own command line, which ends with the worker's, does not count, and Ray
   rewrites a worker's command line, never its executable) never ran the worker: the launcher runs
   it. Once such a process is seen, or the tool has run longer than that, the launcher waits for
-  the tool and ends with the tool's status.
+  the tool and ends with the tool's status. The limit: a worker that starts and ends between two
+  looks (20 ms apart in the first second, more on a loaded machine) under a tool that then ends
+  too is taken for never started, and is run once more, unwrapped (a real worker lives longer).
 Standard library only (this runs before every wrapped worker).
 """
 from __future__ import annotations
