@@ -27,7 +27,8 @@ def test_reads_the_summary_or_analyses_without_writing(run):
     summary, _ = analyse_directory(run, jobs=1, progress=False)
     saved = RunAnalysis(run)                  # now read from analysis/summary.json
     assert saved.summary["created"] == summary["created"]
-    assert fresh.captures() == saved.captures()
+    timing = lambda rows: [{k: v for k, v in r.items() if k != "analyse_s"} for r in rows]   # noqa: E731
+    assert timing(fresh.captures()) == timing(saved.captures())   # the same rows but the time each took
 
 
 def test_one_method_per_question(run):
@@ -47,7 +48,7 @@ def test_one_method_per_question(run):
     assert len(ra.kernels()) == sum(len(c.get("top_kernels") or []) for c in by_path.values())
     assert [r["step"] for r in ra.steps() if r["path"] == "kineto/gpu_rank0.json.gz"] == \
         [s["step"] for s in by_path["kineto/gpu_rank0.json.gz"]["steps"]]
-    assert ra.cross_rank() == ra.summary["stage_rank"]
+    assert [{k: r[k] for k in s} for r, s in zip(ra.cross_rank(), ra.summary["stage_rank"])] == ra.summary["stage_rank"]
     assert all(r["flagged"] for r in ra.slow_ranks(flagged_only=True))
     assert ra.iterations() == [] and ra.critical_path() == []   # no timeline in this data
     diff = ra.compare(ra)

@@ -21,6 +21,9 @@ from rich.text import Text
 
 from mindspeed_profiler import formats
 
+from . import display
+from .display import capture_worker as _worker, pct as _pct, who as _who
+
 MAX_ROWS = 40            # rows of the captures and stage x worker tables before the rest is hidden
 PER_RANK_COLUMNS = 4     # a stage with at most this many captures gets one column per capture
 SLOWEST_ITERATIONS = 5   # the iteration table: the slowest few and the median (all when <= 2x this)
@@ -36,22 +39,11 @@ def _t(v) -> str:
 def _name(v, n: int = NAME_CHARS) -> str:
     """A long name (C++ kernel signatures run to hundreds of characters) cut in the middle, escaped;
     report.html, summary.json and analysis.db have it whole."""
-    v = str(v)
-    return _t(v if len(v) <= n else v[: n // 2 - 1] + "…" + v[-(n - n // 2):])
+    return _t(display.short(v, n))
 
 
 def _ms(us) -> str:
     return "" if us is None else f"{us / 1e3:,.2f}"
-
-
-def _pct(x) -> str:
-    return "" if x is None else f"{100 * x:.1f}%"
-
-
-def _worker(c: dict) -> str:
-    """A capture's worker: "role rank", or what there is of it."""
-    parts = [str(x) for x in (c.get("role"), c.get("rank")) if x is not None and x != ""]
-    return " ".join(parts)
 
 
 def _table(title: str, cols: list[tuple], rows: list[list], styles: list | None = None, caption: str | None = None):
@@ -85,13 +77,10 @@ def _trace_caps(summary: dict) -> list[dict]:
 
 def _comm_share(c: dict) -> str:
     """The capture's communication share: of the device's busy time, and of the host's wall time."""
-    comm = c.get("communication") or {}
-    dev, host = comm.get("device") or {}, comm.get("host") or {}
-    parts = []
-    if dev.get("share_of_busy") is not None:
-        parts.append(f"{_pct(dev['share_of_busy'])} of device busy")
-    if host.get("share_of_wall") is not None:
-        parts.append(f"{_pct(host['share_of_wall'])} of wall (host)")
+    device, host = display.comm_shares(c)
+    parts = [f"{_pct(device)} of device busy"] if device is not None else []
+    if host is not None:
+        parts.append(f"{_pct(host)} of wall (host)")
     return ", ".join(parts)
 
 
@@ -207,23 +196,23 @@ def _stages(con: Console, summary: dict, top_n: int) -> None:
 
 
 def _communication(con: Console, summary: dict) -> None:
-    caps = [c for c in _trace_caps(summary) if c.get("communication")]
-    if not caps:
-        if _trace_caps(summary):
+    caps = _trace_caps(summary)
+    order = {id(c): k for k, c in enumerate(caps)}
+    recs = sorted((rec for rec in display.communication(summary) if id(rec[0]) in order), key=lambda rec: order[id(rec[0])])
+    if not recs:
+        if caps:
             con.print("Communication: none in the captures (no collective calls on the host, no collective kernels).",
                       highlight=False)
         return
     rows = []
-    for c in caps[:MAX_ROWS]:
-        comm = c["communication"]
-        dev, host = comm.get("device") or {}, comm.get("host") or {}
-        top = ", ".join(f"{_name(t['name'], 60)} ({_t(t.get('where'))}) x{_t(t.get('count'))} {_ms(t.get('total_us'))} ms"
-                        for t in (comm.get("top") or [])[:2])
-        rows.append([_t(c.get("stage") or ""), _t(_worker(c) or c["path"]), _ms(host.get("total_us")),
-                     _pct(host.get("share_of_wall")), _ms(dev.get("total_us")), _ms(dev.get("exposed_us")),
-                     _ms(dev.get("overlapped_us")), _pct(dev.get("share_of_busy")),
-                     _pct((comm.get("collectives") or {}).get("wait_share")), top])
-    hidden = len(caps) - len(rows)
+    for c, r, top in recs[:MAX_ROWS]:
+        names = ", ".join(f"{_name(t['name'], 60)} ({_t(t.get('where'))}) x{_t(t.get('count'))} {_ms(t.get('total_us'))} ms"
+                          for t in top[:2])
+        rows.append([_t(c.get("stage") or ""), _t(_worker(c) or c["path"]), _ms(r["host_total_us"]),
+                     _pct(r["host_share_of_wall"]), _ms(r["device_total_us"]), _ms(r["device_exposed_us"]),
+                     _ms(r["device_overlapped_us"]), _pct(r["device_share_of_busy"]), _pct(r["collectives_wait_share"]),
+                     names])
+    hidden = len(recs) - len(rows)
     note = ("host: the time covered by collective calls (gloo, nccl, c10d; nested ones once), % of the capture's "
             "wall; device: collective kernels / ops, the exposed part (not hidden under compute) as % of the busy time; "
             "waiting: the collectives' wait time for other ranks (Ascend communication.json)")
@@ -236,21 +225,20 @@ def _communication(con: Console, summary: dict) -> None:
 
 def _breakdown(con: Console, summary: dict) -> None:
     """Per capture (rank) and step: msprof-analyze's breakdown, from whichever file gave it; and
-    msprof-analyze's own cluster rows."""
+    msprof-analyze's own cluster rows (the step_breakdown rows)."""
+    order = {id(c): k for k, c in enumerate(_trace_caps(summary))}
+    recs = list(display.step_breakdown(summary))
+    own = sorted((rec for rec in recs if id(rec[1]) in order), key=lambda rec: order[id(rec[1])])   # stable: steps in order
+    cluster = sorted((rec for rec in recs if rec[1]["kind"] == "cluster"),
+                     key=lambda rec: (rec[0], _rank_key(rec[2]["rank"]), str(rec[2]["step"])))
     rows = []
-    for c in _trace_caps(summary):
-        for r in c.get("step_trace") or []:
-            rows.append([_t(c.get("stage") or ""), _t(_worker(c) or c["path"]), _t(c.get("device_id")), _t(r.get("step")),
-                         _ms(r.get("computing_us")), _ms(r.get("communication_exposed_us")), _ms(r.get("overlapped_us")),
-                         _ms(r.get("free_us")), _ms(r.get("bubble_us")), _ms(r.get("preparing_us")), _ms(r.get("stage_us")),
-                         _t(c.get("step_trace_source"))])
-    for c in summary.get("captures", []):
-        if c["status"] == "ok" and c["kind"] == "cluster":
-            for r in sorted(c.get("ranks") or [], key=lambda r: (_rank_key(r.get("rank")), str(r.get("step")))):
-                rows.append(["", _t(r.get("rank")), "", _t(r.get("step")), _ms(r.get("computing_us")),
-                             _ms(r.get("communication_exposed_us")), _ms(r.get("overlapped_us")), _ms(r.get("free_us")),
-                             _ms(r.get("bubble_us")), _ms(r.get("preparing_us")), _ms(r.get("stage_us")),
-                             _t(f"msprof-analyze: {c['path']}")])
+    for _, c, r in own + cluster:
+        is_cluster = c["kind"] == "cluster"
+        rows.append(["" if is_cluster else _t(c.get("stage") or ""),
+                     _t(r["rank"]) if is_cluster else _t(_worker(c) or c["path"]),
+                     "" if is_cluster else _t(r["device_id"]), _t(r["step"]),
+                     *(_ms(r[k]) for k in display.BREAKDOWN_CELLS),
+                     _t(f"msprof-analyze: {c['path']}" if is_cluster else r["source"])])
     if not rows:
         return
     hidden = len(rows) - MAX_ROWS
@@ -296,20 +284,13 @@ def _timeline(con: Console, summary: dict) -> None:
         note = "median" if it is med else ("slowest" if len(shown) < len(its) else "")
         rows.append([str(it["iteration"]), _ms(it["dur_us"]), note, _ms(it["overlap_us"]), _ms(it["no_stage_us"]),
                      _ms(it.get("profiler_us")) if it.get("profiler_us") else "",
-                     _t(" -> ".join(f"{p['stage']}@{p['worker']}" for p in it["critical_path"]))])
+                     _t(display.path_text(it["critical_path"]))])
     hidden = len(its) - len(shown)
     title = "RL iterations" + (f": the {SLOWEST_ITERATIONS} slowest and the median of {len(its)}" if hidden else "")
     con.print(_table(title, [("iter", R), ("ms", R), ("", {}), ("overlap ms", R), ("no stage ms", R),
                              ("profiler ms", R), ("critical path", FOLD)], rows,
                      caption=(f"{hidden} iterations hidden (all in report.html, summary.json and analysis.db)"
                               if hidden else None)))
-
-
-def _who(r: dict) -> str:
-    rank = r.get("rank")
-    if isinstance(rank, str) or not r.get("role"):
-        return "" if rank is None else str(rank)
-    return f"{r['role']}:{rank}"
 
 
 def _slow_ranks(con: Console, summary: dict) -> None:
@@ -382,17 +363,9 @@ def _warnings(con: Console, summary: dict) -> None:
     tl = summary.get("timeline")
     if tl and tl.get("warning"):
         out.append(f"[yellow]timeline:[/yellow] {_t(tl['warning'])}")
-    grouped: dict[str, list[str]] = {}
-    for c in summary.get("captures", []):
-        for w in c.get("warnings") or []:
-            grouped.setdefault(str(w), []).append(c["path"])
-    for w, paths in grouped.items():
+    for w, paths in display.by_text(summary.get("captures", []), "warnings").items():
         out.append(f"[yellow]warning[/yellow] ({_t(_where(paths))}): {_t(w)}")
-    partial: dict[str, list[str]] = {}
-    for c in summary.get("captures", []):
-        for m in c.get("missing") or []:
-            partial.setdefault(str(m), []).append(c["path"])
-    for m, paths in partial.items():
+    for m, paths in display.by_text(summary.get("captures", []), "missing").items():
         out.append(f"[cyan]partial[/cyan] ({_t(_where(paths))}): cannot say {_t(m)}")
     for c in summary.get("captures", []):
         if c["status"] != "ok":

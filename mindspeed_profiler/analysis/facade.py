@@ -6,19 +6,20 @@
     ra.top_ops().to_pandas()                 # a DataFrame, where pandas is installed
     ra.compare(RunAnalysis("./baseline"))["ops"]
 
-Every method returns `Rows` (a list of dicts with `.to_pandas()`); rows that come from a capture
-carry its identity first: path, role, rank, stage.
+Every method returns `Rows` (a list of dicts with `.to_pandas()`), one per question: the fields of
+its row model (questions.py; docs/analysis.md lists them), which are the columns of its analysis.db
+table; rows that come from a capture carry its identity first: path, role, rank, stage.
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
+from . import questions as q
 from .analyzers import compare as _compare
 from .batch import analyse_directory
 from .outputs import find_summary, load_summary
-
-_IDENTITY = ("path", "role", "rank", "stage")
+from .rows import RowModel
 
 
 class Rows(list):
@@ -51,89 +52,114 @@ class RunAnalysis:
         self.summary = summary
         return self
 
+    def rows(self, model: RowModel) -> Rows:
+        """Any question's rows by its model (questions.MODELS): what analysis.db's table holds, with
+        the capture's identity first on per-capture rows and each field's older names too."""
+        return Rows(model.rows(self.summary))
+
     # -- per capture ---------------------------------------------------------------------------
-    def _ok(self) -> Iterable[dict]:
-        return (c for c in self.summary.get("captures", []) if c.get("status") == "ok")
-
-    @staticmethod
-    def _who(c: dict) -> dict:
-        return {k: c.get(k) for k in _IDENTITY}
-
-    def _per_capture(self, key: str) -> Rows:
-        return Rows({**self._who(c), **row} for c in self._ok() for row in c.get(key) or [])
-
     def captures(self) -> Rows:
-        """Every capture found: kind, status (ok / failed / unparsed), the reason, steps, wall time."""
-        return Rows({**self._who(c), "kind": c.get("kind"), "status": c.get("status"), "error": c.get("error"),
-                     "n_steps": len(c.get("steps") or []), "wall_us": c.get("wall_us")}
-                    for c in self.summary.get("captures", []))
+        """Every capture found: kind, status (ok / failed / unparsed), the reason, steps, wall time,
+        its device totals (as the analysis.db `captures` table)."""
+        return self.rows(q.CAPTURES)
 
     def breakdown(self) -> Rows:
         """Where each capture's device time went: busy = compute + exposed communication + exposed
         memory copy, window = busy + idle (docs/analysis.md)."""
-        return Rows({**self._who(c), **c["device"]} for c in self._ok() if c.get("device"))
+        return self.rows(q.BREAKDOWN)
 
     def communication(self) -> Rows:
-        """Communication per capture: total, exposed (not hidden under compute), overlapped, and
-        the exposed share of the device's busy time."""
-        return Rows({**self._who(c), "communication_us": d["communication_us"],
-                     "exposed_us": d["communication_exposed_us"], "overlapped_us": d["communication_overlapped_us"],
-                     "exposed_share_of_busy": d["communication_exposed_us"] / d["busy_us"] if d["busy_us"] else None}
-                    for c in self._ok() for d in [c.get("device")] if d)
+        """Communication per capture with any: on the device (total, exposed = not hidden under
+        compute, overlapped, the exposed share of the busy time), on the host (collective calls'
+        time and share of the wall) and the Ascend collectives' waiting share. The device fields
+        were called communication_us, exposed_us, overlapped_us, exposed_share_of_busy: each row
+        has those names too."""
+        return self.rows(q.COMMUNICATION)
+
+    def collectives(self) -> Rows:
+        """The top collectives of each capture: name, location (device / host; also `where`), calls, time."""
+        return self.rows(q.COLLECTIVES)
 
     def steps(self) -> Rows:
         """Every captured step: its duration and the device time busy inside it."""
-        return self._per_capture("steps")
+        return self.rows(q.STEPS)
 
     def step_breakdown(self) -> Rows:
         """msprof-analyze's per-step breakdown (computing, communication not overlapped, overlapped,
         free, bubble, preparing, ...) of each Ascend capture, with `source` (the file it came from)
         and `device_id`; and the rank rows of msprof-analyze's own cluster files (source "cluster")."""
-        rows = [{**self._who(c), "device_id": c.get("device_id"), "source": c.get("step_trace_source"), **r}
-                for c in self._ok() for r in c.get("step_trace") or []]
-        rows += [{**self._who(c), "device_id": None, "source": "cluster", **r}
-                 for c in self._ok() if c.get("kind") == "cluster" for r in c.get("ranks") or []]
-        return Rows(rows)
+        return self.rows(q.STEP_BREAKDOWN)
 
     def top_ops(self) -> Rows:
         """Host ops by self time (count, total, self and launched device time), per capture."""
-        return self._per_capture("top_ops")
+        return self.rows(q.OPS)
+
+    def op_totals(self) -> Rows:
+        """Every host op name of each capture (not only the top ones)."""
+        return self.rows(q.OP_TOTALS)
 
     def kernels(self) -> Rows:
         """Device kernels by total time, with their class (compute / communication / memcpy), per capture."""
-        return self._per_capture("top_kernels")
+        return self.rows(q.KERNELS)
+
+    def kernel_totals(self) -> Rows:
+        """Every kernel name of each capture (not only the top ones)."""
+        return self.rows(q.KERNEL_TOTALS)
 
     def annotations(self) -> Rows:
         """mstx / record_function ranges by total time, per capture."""
-        return self._per_capture("annotations")
+        return self.rows(q.ANNOTATIONS)
+
+    def memory_peaks(self) -> Rows:
+        """Per device of a capture's PyTorch memory snapshot: the peak of allocated bytes."""
+        return self.rows(q.MEMORY_PEAKS)
+
+    def memory_sites(self) -> Rows:
+        """The allocation sites holding the most memory at each device's peak."""
+        return self.rows(q.MEMORY_SITES)
+
+    def npu_memory(self) -> Rows:
+        """Ascend memory records per component: peaks of allocated, reserved and active bytes."""
+        return self.rows(q.NPU_MEMORY)
+
+    def warnings(self) -> Rows:
+        """Every warning: the summary's own (capture identity empty) and each capture's, errors too."""
+        return self.rows(q.WARNINGS)
+
+    def runs(self) -> Rows:
+        """The run ids found, oldest first."""
+        return self.rows(q.RUNS)
 
     # -- across ranks --------------------------------------------------------------------------
     def cross_rank(self) -> Rows:
         """The stage x rank table (from captures, the timeline and cluster step traces)."""
-        return Rows(dict(r) for r in self.summary.get("stage_rank") or [])
+        return self.rows(q.STAGE_RANK)
 
     def slow_ranks(self, flagged_only: bool = False) -> Rows:
         """Each rank's ratio to the median of its group; `flagged` above the threshold."""
-        return Rows(dict(r) for r in self.summary.get("slow_ranks") or [] if r.get("flagged") or not flagged_only)
+        return Rows(r for r in self.rows(q.SLOW_RANKS) if r["flagged"] or not flagged_only)
 
     # -- the RL timeline -----------------------------------------------------------------------
-    def _iterations(self) -> list[dict]:
-        return (self.summary.get("timeline") or {}).get("iterations") or []
-
     def iterations(self) -> Rows:
-        """One row per iteration: duration, time with stages overlapping, time with no stage running."""
-        keep = ("iteration", "start_us", "dur_us", "stage_covered_us", "overlap_us", "no_stage_us")
-        return Rows({k: it.get(k) for k in keep} for it in self._iterations())
+        """One row per iteration: duration, time with stages overlapping, with no stage running, the
+        profiler's own time, the critical path as text."""
+        return self.rows(q.ITERATIONS)
 
     def stages(self) -> Rows:
         """One row per iteration and stage: wall (union of its spans), summed span time, calls."""
-        return Rows({"iteration": it["iteration"], "stage": name, **v}
-                    for it in self._iterations() for name, v in it["stages"].items())
+        return self.rows(q.TIMELINE_STAGES)
+
+    def idle(self) -> Rows:
+        """One row per iteration and worker: the time the worker ran no stage."""
+        return self.rows(q.TIMELINE_IDLE)
+
+    def stage_worker(self) -> Rows:
+        """One row per stage and worker over the whole timeline: calls, total, mean, median, spread."""
+        return self.rows(q.STAGE_WORKER)
 
     def critical_path(self) -> Rows:
         """The chain of stage spans bounding each iteration, in order (docs/analysis.md: a heuristic)."""
-        return Rows({"iteration": it["iteration"], "position": k, **p}
-                    for it in self._iterations() for k, p in enumerate(it["critical_path"]))
+        return self.rows(q.CRITICAL_PATH)
 
     # -- two runs ------------------------------------------------------------------------------
     def compare(self, other: "RunAnalysis") -> dict[str, Rows]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..rows import Field, RowModel, each_capture, listed
 from ._rows import group_sum, top
 from .classify import ClassifiedTrace
 
@@ -24,3 +25,15 @@ def top_annotations(ct: ClassifiedTrace, top_n: int) -> list[dict]:
     return top([{"name": str(ev.names[i]), "count": int(acnt[i]), "total_us": float(atot[i]),
                  "mean_us": float(atot[i] / acnt[i]), "max_us": float(amax[i]), "device_us": float(dtot[i])}
                 for i in np.flatnonzero(acnt)], "total_us", top_n)
+
+
+ANNOTATIONS = RowModel("annotations", "range name of a capture (its top ones by total time)",
+                       "captures[*].annotations[*]", table="annotations", method="annotations",
+                       select=each_capture(listed("annotations")), fields=(
+    Field("name", "text", "the range (mstx, record_function, our markers)"),
+    Field("count", "count", "host calls"),
+    Field("total_us", "us", "summed duration on the host"),
+    Field("mean_us", "us", "total / count"),
+    Field("max_us", "us", "the longest call"),
+    Field("device_us", "us", "its device-side copies (never counted as calls)"),
+))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import intervals
+from ..rows import Field, RowModel, block, each_capture
 from .classify import ClassifiedTrace
 
 
@@ -46,3 +47,20 @@ def device_breakdown(ts: np.ndarray, end: np.ndarray, comp: np.ndarray, comm: np
 def trace_breakdown(ct: ClassifiedTrace) -> dict | None:
     m = ct.m
     return device_breakdown(ct.ts, ct.end, m["compute"], m["comm"], m["memcpy"])
+
+
+# summary.json captures[*].device; analysis.db breakdown (and these names in captures)
+DEVICE_FIELDS = (
+    Field("window_us", "us", "first to last device activity (Ascend: the steps' computing + not overlapped + free)"),
+    Field("busy_us", "us", "time covered by any device activity = compute + communication_exposed + memcpy_exposed"),
+    Field("compute_us", "us", "time covered by compute kernels / tasks"),
+    Field("communication_us", "us", "time covered by collective kernels / ops"),
+    Field("communication_exposed_us", "us", "communication not overlapped by compute"),
+    Field("communication_overlapped_us", "us", "communication under compute"),
+    Field("memcpy_exposed_us", "us", "memory copies hidden by neither"),
+    Field("idle_us", "us", "window - busy"),
+    Field("n_activities", "count", "device activities"),
+)
+BREAKDOWN = RowModel("breakdown", "capture with device activity", "captures[*].device", table="breakdown",
+                     method="breakdown", primary="capture_id", select=each_capture(block("device")),
+                     fields=DEVICE_FIELDS)

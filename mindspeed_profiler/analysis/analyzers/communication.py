@@ -10,6 +10,7 @@ import re
 import numpy as np
 
 from .. import intervals
+from ..rows import Field, RowModel, block, each_capture
 
 # The family name as a word: not preceded by a letter; not followed by a lower-case letter (so
 # camel case such as ncclDevKernel and HcclAllReduce count, "ncclx" or "hcomb" do not).
@@ -62,3 +63,37 @@ def communication_summary(device: dict | None, host: dict | None, calls: list[di
     if device is None and host is None:
         return None
     return {"device": device, "host": host, "top": sorted(calls, key=lambda r: -r["total_us"])[:top_n]}
+
+
+# -- rows (rows.py): summary.json captures[*].communication; analysis.db communication / collectives
+
+
+COMMUNICATION = RowModel(
+    "communication", "capture with any communication (device, host or Ascend collectives)",
+    "captures[*].communication", table="communication", method="communication", primary="capture_id",
+    open_row=True, select=each_capture(block("communication")), fields=(
+        Field("device_total_us", "us", "time covered by collective kernels / ops on the device",
+              aliases=("communication_us",), key=("device", "total_us")),
+        Field("device_exposed_us", "us", "the part of it not hidden under compute (= device.communication_exposed_us)",
+              aliases=("exposed_us",), key=("device", "exposed_us")),
+        Field("device_overlapped_us", "us", "the part of it under compute", aliases=("overlapped_us",),
+              key=("device", "overlapped_us")),
+        Field("device_share_of_busy", "share", "exposed / the device's busy time",
+              aliases=("exposed_share_of_busy",), key=("device", "share_of_busy")),
+        Field("host_total_us", "us", "time covered by host-side collective calls (gloo, nccl, c10d; nested once)",
+              key=("host", "total_us")),
+        Field("host_share_of_wall", "share", "host_total_us / the capture's wall time", key=("host", "share_of_wall")),
+        Field("collectives_wait_share", "share", "Ascend communication.json: the collectives' time waiting for "
+              "other ranks / their elapse time", key=("collectives", "wait_share")),
+    ))
+
+COLLECTIVES = RowModel(
+    "collectives", "top collective of a capture, by time", "captures[*].communication.top[*]",
+    table="collectives", method="collectives",
+    select=each_capture(lambda c: (c.get("communication") or {}).get("top")), fields=(
+        Field("name", "text", "the collective kernel / op / call"),
+        # `where` is an SQL keyword: the db named it location first
+        Field("location", "text", "device or host", aliases=("where",), key=("where",)),
+        Field("count", "count", "calls"),
+        Field("total_us", "us", "summed duration"),
+    ))

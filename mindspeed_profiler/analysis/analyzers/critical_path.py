@@ -11,6 +11,8 @@ that held the phase up.
 """
 from __future__ import annotations
 
+from ..rows import Field, RowModel
+
 
 def critical_path(spans: list[dict], lo: float, hi: float) -> list[dict]:
     """Greedy latest-finishing-predecessor chain inside [lo, hi] (see module doc)."""
@@ -46,3 +48,32 @@ def _latest_enclosed(spans: list[dict], outer: dict) -> dict | None:
     lo, hi = outer["ts"], outer["ts"] + outer["dur"]
     inside = [s for s in spans if s["worker"] != outer["worker"] and s["ts"] >= lo and s["ts"] + s["dur"] <= hi]
     return max(inside, key=lambda s: (s["ts"] + s["dur"], -s["ts"])) if inside else None
+
+
+def path_text(chain: list[dict], arrow: str = " -> ") -> str:
+    """The chain as one line, stage@worker joined by arrows (analysis.db, the terminal, report.html)."""
+    return arrow.join(f"{p['stage']}@{p['worker']}" for p in chain)
+
+
+def _links(summary: dict):
+    for it in (summary.get("timeline") or {}).get("iterations") or []:
+        for k, p in enumerate(it.get("critical_path") or []):
+            yield None, None, {**p, "iteration": it.get("iteration"), "position": k}
+
+
+CRITICAL_PATH = RowModel(
+    "critical_path", "span on an iteration's critical path (a stated heuristic: the module doc)",
+    "timeline.iterations[*].critical_path[*]", table="critical_path", method="critical_path", per_capture=False,
+    legacy=("inner",), select=_links, fields=(
+        Field("iteration", "iteration", "the iteration", computed=True),
+        Field("position", "count", "0 for the first span of the chain", computed=True),
+        Field("stage", "text", "the span's stage"),
+        Field("worker", "text", "its worker (role:rank)"),
+        Field("start_us", "us", "its start inside the iteration, from the timeline's t0_us"),
+        Field("dur_us", "us", "its duration inside the iteration"),
+        Field("wait_before_end_us", "us", "the gap after it (to the next span on the path, or the iteration end)"),
+        Field("inner_stage", "text", "a span of another worker enclosed by it that ends last: its stage",
+              key=("inner", "stage")),
+        Field("inner_worker", "text", "that span's worker", key=("inner", "worker")),
+        Field("inner_dur_us", "us", "that span's duration", key=("inner", "dur_us")),
+    ))

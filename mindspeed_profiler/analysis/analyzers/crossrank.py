@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import statistics
 
+from ..rows import Field, RowModel, rank_number, worker_name
+
 MIN_SAMPLES = 3
 NOISE_FACTOR = 2.0
 _MAD_TO_SIGMA = 1.4826
@@ -130,3 +132,43 @@ def slow_ranks(rows: list[dict], threshold: float = 1.2) -> list[dict]:
                 row["run_id"] = run_id
             out.append(row)
     return sorted(out, key=lambda r: (not r["flagged"], -r["ratio"], str(r["rank"])))
+
+
+# -- rows (rows.py): summary.json stage_rank[*] and slow_ranks[*]
+
+
+def _with_worker(key: str):
+    """select() of a summary table, each row with its worker name (the db's `worker`)."""
+    return lambda summary: ((None, None, {**r, "worker": worker_name(r.get("role"), r.get("rank"))})
+                            for r in summary.get(key) or [])
+
+
+_RUN = Field("run_id", "text", "the run (only when the directory holds several)")
+_SOURCE = Field("source", "text", "capture, timeline or cluster")
+_STAGE = Field("stage", "text", "the stage (cluster: step)")
+_ROLE = Field("role", "text", "the role")
+_RANK = Field("rank", "rank", "the rank (summary.json and RunAnalysis: a timeline row's worker name; "
+              "analysis.db: its number)", to_db=rank_number)
+_WORKER = Field("worker", "text", "role:rank", computed=True)
+_METRIC = Field("metric", "text", "what was sampled (device_busy_us_per_step, wall_us_per_step, "
+                "..._per_capture, median_span_us, computing_us)")
+_VALUE = Field("value_us", "us", "the median of the samples")
+_N = Field("n", "count", "samples")
+
+STAGE_RANK = RowModel(
+    "stage_rank", "(source, stage, role, rank, metric)", "stage_rank[*]", table="stage_rank", method="cross_rank",
+    per_capture=False, select=_with_worker("stage_rank"), fields=(
+        _RUN, _SOURCE, _STAGE, _ROLE, _RANK, _WORKER, _METRIC, _VALUE,
+        Field("spread_us", "us", "1.4826 x the samples' median absolute deviation"), _N,
+        Field("n_captures", "count", "captures the samples came from (capture rows)"),
+        Field("path", "text", "the capture (or how many)"),
+    ))
+SLOW_RANKS = RowModel(
+    "slow_ranks", "row of stage_rank in a group of two or more", "slow_ranks[*]", table="slow_ranks",
+    method="slow_ranks", per_capture=False, select=_with_worker("slow_ranks"), fields=(
+        _RUN, _SOURCE, _STAGE, _METRIC, _ROLE, _RANK, _WORKER, _VALUE,
+        Field("median_us", "us", "the group's median value"),
+        Field("ratio", "ratio", "value / the group's median"), _N,
+        Field("flagged", "flag", "slow by the rule (docs/analysis.md)"),
+        Field("reason", "text", "why it is flagged or not"),
+    ))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..rows import Field, RowModel, compact, each_capture, listed
 from ._rows import group_sum, top
 from .classify import ClassifiedTrace
 
@@ -53,4 +54,21 @@ def kernel_types(types: list[str], dur: np.ndarray, top_n: int) -> list[dict]:
 def kernel_totals(rows: list[dict]) -> list[list]:
     """Every kernel name's totals, compact: [name, count, total_us, class] (compare needs them all:
     a change below one side's top-N cut is still a change)."""
-    return [[r["name"], r["count"], r["total_us"], r.get("class")] for r in rows]
+    return [[r.get(k) for k in KERNEL_TOTALS.names] for r in rows]
+
+
+_KERNEL = (
+    Field("name", "text", "the kernel / device task"),
+    Field("count", "count", "launches"),
+    Field("total_us", "us", "summed duration"),
+    Field("class", "text", "compute, communication or memcpy"),
+)
+KERNELS = RowModel("kernels", "kernel of a capture's top list (by total time)", "captures[*].top_kernels[*]",
+                   table="kernels", method="kernels", select=each_capture(listed("top_kernels")), fields=_KERNEL + (
+    Field("type", "text", "Ascend kernel_details.csv: the op type"),
+    Field("core", "text", "Ascend kernel_details.csv: the accelerator core"),
+))
+KERNEL_TOTALS = RowModel("kernel_totals", "kernel name of a capture (all of them)",
+                         "captures[*].kernel_totals[*] ([name, count, total_us, class])", table="kernel_totals",
+                         method="kernel_totals", select=each_capture(compact("kernel_totals", tuple(f.name for f in _KERNEL))),
+                         fields=_KERNEL)

@@ -9,6 +9,8 @@ outside torch's own code (else its innermost frame).
 """
 from __future__ import annotations
 
+from ..rows import Field, RowModel, each_capture
+
 _INTERNAL = ("torch/", "<built-in", "nn.Module:", "<frozen")
 
 
@@ -97,3 +99,44 @@ def npu_memory_summary(records: list[dict]) -> list[dict]:
             if v is not None and (a[f"peak_{k}_bytes"] is None or v > a[f"peak_{k}_bytes"]):
                 a[f"peak_{k}_bytes"] = v
     return [agg[k] for k in sorted(agg)]
+
+
+# -- rows (rows.py): summary.json captures[*].memory
+
+
+def _memory(key: str):
+    return lambda c: (c.get("memory") or {}).get(key) if isinstance(c.get("memory"), dict) else None
+
+
+def _sites(c: dict) -> list[dict]:
+    return [{**s, "device": d.get("device")} for d in _memory("devices")(c) or [] for s in d.get("top_sites") or []]
+
+
+MEMORY_PEAKS = RowModel(
+    "memory_peaks", "device of a capture's PyTorch memory snapshot", "captures[*].memory.devices[*]",
+    table="memory_peaks", method="memory_peaks", select=each_capture(_memory("devices")), fields=(
+        Field("device", "id", "the device index"),
+        Field("peak_bytes", "bytes", "the peak of allocated bytes (baseline + the window's peak)"),
+        Field("peak_in_window_bytes", "bytes", "the peak reached by the allocations of the recorded window"),
+        Field("baseline_bytes", "bytes", "allocated before the window"),
+        Field("n_allocs", "count", "allocations in the trace"),
+        Field("n_bad_events", "count", "allocator events left out (unusable)"),
+    ))
+MEMORY_SITES = RowModel(
+    "memory_sites", "allocation site holding memory at a device's peak (the top ones)",
+    "captures[*].memory.devices[*].top_sites[*]", table="memory_sites", method="memory_sites",
+    select=each_capture(_sites), fields=(
+        Field("device", "id", "the device index (of the devices row)", computed=True),
+        Field("site", "text", "the first frame outside torch's own code"),
+        Field("bytes", "bytes", "held at the peak"),
+        Field("count", "count", "allocations"),
+    ))
+NPU_MEMORY = RowModel(
+    "npu_memory", "component of an Ascend capture's memory records", "captures[*].memory.npu[*]",
+    table="npu_memory", method="npu_memory", select=each_capture(_memory("npu")), fields=(
+        Field("component", "text", "PTA (the PyTorch allocator), GE, PTA+GE, APP (the process: reserved only)"),
+        Field("n_records", "count", "records of memory_record.csv / MEMORY_RECORD"),
+        Field("peak_allocated_bytes", "bytes", "the peak of allocated bytes"),
+        Field("peak_reserved_bytes", "bytes", "the peak of reserved bytes"),
+        Field("peak_active_bytes", "bytes", "the peak of active bytes"),
+    ))

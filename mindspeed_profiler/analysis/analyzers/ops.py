@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import intervals
+from ..rows import Field, RowModel, compact, each_capture, listed
 from ._rows import group_sum, top
 from .classify import ClassifiedTrace
 
@@ -55,4 +56,18 @@ def top_ops(rows: list[dict], top_n: int) -> dict[str, list[dict]]:
 
 def op_totals(rows: list[dict]) -> list[list]:
     """Every op name's totals, compact: [name, count, total_us, self_us, device_us]."""
-    return [[r["name"], r["count"], r["total_us"], r["self_us"], r["device_us"]] for r in rows]
+    return [[r[k] for k in OPS.names] for r in rows]
+
+
+OP_FIELDS = (
+    Field("name", "text", "the host op"),
+    Field("count", "count", "calls"),
+    Field("total_us", "us", "summed duration"),
+    Field("self_us", "us", "duration minus direct children on the same thread"),
+    Field("device_us", "us", "kernels launched directly from it (same correlation id)"),
+)
+OPS = RowModel("ops", "op of a capture's top list (by self time)", "captures[*].top_ops[*]", table="ops",
+               method="top_ops", select=each_capture(listed("top_ops")), fields=OP_FIELDS)
+OP_TOTALS = RowModel("op_totals", "op name of a capture (all of them)",
+                     "captures[*].op_totals[*] ([name, count, total_us, self_us, device_us])", table="op_totals",
+                     method="op_totals", select=each_capture(compact("op_totals", OPS.names)), fields=OP_FIELDS)

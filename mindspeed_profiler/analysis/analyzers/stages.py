@@ -14,7 +14,8 @@ import numpy as np
 
 from .. import intervals
 from ..parsing.timeline_trace import timeline_spans
-from .critical_path import critical_path
+from ..rows import Field, RowModel
+from .critical_path import critical_path, path_text
 from .crossrank import spread
 
 MAX_GANTT_SPANS = 4000
@@ -137,3 +138,76 @@ def analyse_timeline(trace: dict) -> dict:
                    "start_us": s["ts"] - t0, "dur_us": s["dur"]} for s in gantt],
         "gantt_truncated": len(stages) > MAX_GANTT_SPANS,
     }
+
+
+# -- rows (rows.py): summary.json timeline (the first ok timeline's analysis); analysis.db timeline_*
+
+
+def _iterations(summary: dict) -> list[dict]:
+    return (summary.get("timeline") or {}).get("iterations") or []
+
+
+def _iteration_rows(summary: dict):
+    return ((None, None, {**it, "critical_path": path_text(it.get("critical_path") or [])}) for it in _iterations(summary))
+
+
+def _stage_rows(summary: dict):
+    return ((None, None, {**v, "iteration": it.get("iteration"), "stage": name})
+            for it in _iterations(summary) for name, v in (it.get("stages") or {}).items())
+
+
+def _idle_rows(summary: dict):
+    return ((None, None, {"iteration": it.get("iteration"), "worker": w, "idle_us": v})
+            for it in _iterations(summary) for w, v in (it.get("idle_per_worker_us") or {}).items())
+
+
+_ITERATION = Field("iteration", "iteration", "the iteration (1-based)")
+_IN_ITERATION = Field("iteration", "iteration", "the iteration", computed=True)
+_START = Field("start_us", "us", "from the timeline's t0_us")
+_STAGE = Field("stage", "text", "the stage")
+_WORKER = Field("worker", "text", "role:rank")
+_ROLE = Field("role", "text", "the worker's role")
+_RANK = Field("rank", "rank", "the worker's rank")
+_COUNT = Field("count", "count", "spans")
+_TOTAL = Field("total_us", "us", "summed span time")
+
+ITERATIONS = RowModel(
+    "iterations", "iteration of the timeline", "timeline.iterations[*]", table="timeline_iterations",
+    method="iterations", per_capture=False, primary="iteration", conflict="REPLACE", open_row=True,
+    select=_iteration_rows, fields=(
+        _ITERATION, _START, Field("dur_us", "us", "the iteration's duration"),
+        Field("stage_covered_us", "us", "time covered by any stage span"),
+        Field("overlap_us", "us", "time with two or more different stages running"),
+        Field("no_stage_us", "us", "dur_us - stage_covered_us"),
+        Field("profiler_us", "us", "time covered by the profiler's own spans (the capture export)"),
+        Field("profiler_no_stage_us", "us", "the part of it when no stage runs"),
+        Field("critical_path", "text", "the chain as text, stage@worker -> ... (its rows: critical_path)",
+              computed=True),
+    ))
+TIMELINE_STAGES = RowModel(
+    "timeline_stages", "(iteration, stage)", "timeline.iterations[*].stages{stage: ...}", table="timeline_stages",
+    method="stages", per_capture=False, select=_stage_rows, fields=(
+        _IN_ITERATION, Field("stage", "text", "the stage", computed=True), _TOTAL,
+        Field("wall_us", "us", "the union of its spans"), _COUNT,
+        Field("first_start_us", "us", "its first span's start, from the iteration's"),
+        Field("last_end_us", "us", "its last span's end, from the iteration's start"),
+    ))
+TIMELINE_IDLE = RowModel(
+    "timeline_idle", "(iteration, worker)", "timeline.iterations[*].idle_per_worker_us{worker: us}",
+    table="timeline_idle", method="idle", per_capture=False, select=_idle_rows, fields=(
+        _IN_ITERATION, Field("worker", "text", "role:rank (every worker of the timeline)", computed=True),
+        Field("idle_us", "us", "the iteration minus the worker's stage union", computed=True),
+    ))
+STAGE_WORKER = RowModel(
+    "stage_worker", "(stage, worker) of the timeline", "timeline.stage_worker[*]", table="stage_worker",
+    method="stage_worker", per_capture=False,
+    select=lambda summary: ((None, None, r) for r in (summary.get("timeline") or {}).get("stage_worker") or []),
+    fields=(_STAGE, _WORKER, _ROLE, _RANK, _COUNT, _TOTAL, Field("mean_us", "us", "total / count"),
+            Field("median_us", "us", "the median span (what slow ranks compare)"),
+            Field("spread_us", "us", "1.4826 x the spans' median absolute deviation")))
+SPANS = RowModel(
+    "spans", "stage span of the timeline (every one, every run's)",
+    "analysis.db only (summary.json keeps the first spans in timeline.gantt)", table="spans", per_capture=False,
+    select=None, fields=(
+        Field("run_id", "text", "the run"), Field("iteration", "iteration", "the iteration (args.iteration)"),
+        _STAGE, _WORKER, _ROLE, _RANK, _START, Field("dur_us", "us", "its duration")))

@@ -27,6 +27,7 @@ import numpy as np
 from .. import intervals
 from ..parsing.ascend_files import step_label
 from ..parsing.ascend_tasks import LANE_PROCESS, LANES
+from ..rows import Field, RowModel, each_capture
 from .classify import ClassifiedTrace
 
 BREAKDOWN_FIELDS = ("computing_us", "communication_exposed_us", "overlapped_us", "communication_us", "free_us",
@@ -208,3 +209,49 @@ def device_totals(rows: list[dict], n_activities: int | None = None) -> dict | N
     return {"window_us": window, "busy_us": busy, "compute_us": s("computing_us"), "communication_us": s("communication_us"),
             "communication_exposed_us": s("communication_exposed_us"), "communication_overlapped_us": s("overlapped_us"),
             "memcpy_exposed_us": copies, "idle_us": window - busy, "n_activities": n_activities}
+
+
+# -- rows (rows.py): summary.json captures[*].step_trace[*] and a cluster capture's ranks[*]
+
+_MSPROF = (   # msprof-analyze's columns, in BREAKDOWN_FIELDS' order
+    ("computing", "time covered by compute tasks"),
+    ("not overlapped", "communication minus the part under computing"),
+    ("overlapped", "communication - not overlapped"),
+    ("communication", "time covered by the collective ops"),
+    ("free", "the step's span minus the time covered by computing or communication"),
+    ("stage", "the step's span - bubble"),
+    ("bubble", "time covered by hcom_receive* ops (pipeline waits)"),
+    ("not overlapped and exclude receive", "not overlapped - bubble"),
+    ("preparing", "first compute or communication task - the host step's start"),
+)
+
+
+def _breakdown_rows(c: dict) -> list[dict]:
+    rows = [{**r, "rank": c.get("rank"), "source": c.get("step_trace_source"),
+             "device_id": r["device_id"] if r.get("device_id") is not None else c.get("device_id")}
+            for r in c.get("step_trace") or []]
+    if c.get("kind") == "cluster":
+        rows += [{**r, "source": "cluster"} for r in c.get("ranks") or []]
+    return rows
+
+
+STEP_BREAKDOWN = RowModel(
+    "step_breakdown", "step of an Ascend capture's step_trace, or rank row of msprof-analyze's cluster files",
+    "captures[*].step_trace[*], cluster captures[*].ranks[*]", table="step_breakdown", method="step_breakdown",
+    select=each_capture(_breakdown_rows), fields=(
+        Field("rank", "rank", "the capture's rank (cluster: the row's)", computed=True),
+        Field("device_id", "id", "the device (step_trace_time.csv's Device_id, else the capture's)", computed=True),
+        Field("step", "step", "the step (INTEGER; a label that is not a number stays text)"),
+        *(Field(k, "us", f"msprof-analyze's {col}: {doc}") for k, (col, doc) in zip(BREAKDOWN_FIELDS, _MSPROF)),
+        Field("memcpy_exposed_us", "us", "ours: the part of free covered by memory copies only (null where the "
+              "tasks are not known)"),
+        Field("dur_us", "us", "the step's device time: stage, else computing + not overlapped + free"),
+        Field("device_busy_us", "us", "computing + not overlapped + memcpy_exposed_us"),
+        Field("source", "text", "the file the row came from (step_trace_source), or cluster (msprof-analyze's "
+              "cluster files)", computed=True),
+        Field("type", "text", "cluster files: msprof-analyze's Type (rank)"),
+        Field("index", "text", "cluster files: msprof-analyze's Index"),
+        Field("dp_index", "index", "cluster files: the rank's data-parallel index, where written"),
+        Field("pp_index", "index", "cluster files: its pipeline-parallel index"),
+        Field("tp_index", "index", "cluster files: its tensor-parallel index"),
+    ))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import intervals
+from ..rows import Field, RowModel, each_capture, listed
 from .classify import ClassifiedTrace
 
 
@@ -26,3 +27,13 @@ def trace_steps(ct: ClassifiedTrace) -> list[dict]:
     return [{"step": int(ct.step_num[ev.name[i]]), "start_us": ev.t0_us + float(ts[i]), "dur_us": float(ct.dur[i]),
              "device_busy_us": float(busy[k]) if busy is not None else None,
              "device_range_us": device_range.get(int(ct.step_num[ev.name[i]]))} for k, i in enumerate(si)]
+
+
+STEPS = RowModel("steps", "step of a capture", "captures[*].steps[*]", table="steps", method="steps",
+                 select=each_capture(listed("steps")), fields=(
+    Field("step", "step", "the step number (INTEGER; a label that is not a number stays text)"),
+    Field("start_us", "us", "absolute start, us since the epoch where the trace says so"),
+    Field("dur_us", "us", "the host step's duration (Ascend without host steps: the breakdown's stage time)"),
+    Field("device_busy_us", "us", "device time covered inside the step"),
+    Field("device_range_us", "us", "the step's device-side copy (Kineto gpu_user_annotation: first to last kernel)"),
+))

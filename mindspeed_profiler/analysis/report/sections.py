@@ -10,6 +10,8 @@ from urllib.parse import quote
 
 from mindspeed_profiler import formats
 
+from .. import display
+from ..display import capture_label as label, pct
 from .fmt import ms
 from .svg import PALETTE, Chart, stacked_bars
 from .timeline_svg import gantt_layout, iteration_bars, overview, stage_colors, stage_order, zoom
@@ -39,10 +41,6 @@ class Link(NamedTuple):
 
 def exact_ms(us) -> Exact:
     return Exact(ms(us), us)
-
-
-def pct(x) -> str:
-    return "" if x is None else f"{100 * x:.1f}%"
 
 
 class Links:
@@ -122,13 +120,10 @@ def warnings(summary: dict, links: Links) -> Table | None:
     tl = summary.get("timeline") or {}
     if tl.get("warning"):
         rows.append(["timeline", str(tl["warning"])])
-    grouped: dict[str, list[str]] = {}
-    for c in summary.get("captures", []):
-        for w in c.get("warnings") or []:
-            grouped.setdefault(str(w), []).append(c["path"])
-    for c in summary.get("captures", []):   # what a partial capture cannot answer (its files are missing)
-        for m in c.get("missing") or []:
-            grouped.setdefault(f"partial capture: cannot say {m}", []).append(c["path"])
+    caps = summary.get("captures", [])
+    grouped = display.by_text(caps, "warnings")
+    for m, paths in display.by_text(caps, "missing").items():   # what a partial capture cannot answer
+        grouped.setdefault(f"partial capture: cannot say {m}", []).extend(paths)
     for w, paths in grouped.items():
         rows.append([links(paths[0]) if len(paths) == 1 else f"{len(paths)} captures: " + ", ".join(paths[:5])
                      + (" ..." if len(paths) > 5 else ""), w])
@@ -179,7 +174,7 @@ def iteration_table(its: list[dict]) -> Table:
                  [[it["iteration"], ms(it["dur_us"]), ms(it["overlap_us"]), ms(it["no_stage_us"]),
                    ms(it.get("profiler_us")) if it.get("profiler_us") else "",
                    _most_idle(it["idle_per_worker_us"]),
-                   " → ".join(f"{p['stage']}@{p['worker']}" for p in it["critical_path"])] for it in its],
+                   display.path_text(it["critical_path"], " → ")] for it in its],
                  frozenset({5, 6})).without_empty_columns()
 
 
@@ -195,13 +190,6 @@ def timeline(tl: dict | None) -> dict | None:
             "truncated": tl.get("gantt_truncated"), "n_drawn": len(tl.get("gantt") or []),
             "n_stage_spans": tl.get("n_stage_spans"), "n_iterations": len(tl["iterations"]), "n_rows": len(its),
             "bars": iteration_bars(tl, its), "pivot": stage_pivot(tl, its), "iterations": iteration_table(its)}
-
-
-def label(c: dict) -> str:
-    """A capture's name: its role, rank and stage, or its path."""
-    who = " ".join(str(x) for x in (c.get("role"), f"rank {c['rank']}" if c.get("rank") is not None else None,
-                                    c.get("stage")) if x)
-    return who or c["path"]
 
 
 def _host_walls(summary: dict, tl: dict | None) -> Chart | None:
@@ -239,36 +227,19 @@ def clusters(caps: list[dict]) -> list[dict]:
             for c in caps if c["kind"] == "cluster" and c["status"] == "ok"]
 
 
-def step_breakdown(caps: list[dict], links: Links) -> Table | None:
+def step_breakdown(summary: dict, links: Links) -> Table | None:
     """Per capture and step, msprof-analyze's breakdown (from whichever file gave it), and the rows
-    of msprof-analyze's own cluster files."""
+    of msprof-analyze's own cluster files (the step_breakdown rows)."""
     rows = []
-    for c in caps:
-        if c["status"] != "ok":
-            continue
-        if c.get("step_trace"):
-            rows += [[links(c["path"], label(c)), c.get("device_id"), r.get("step"), *_breakdown_cells(r),
-                      c.get("step_trace_source")] for r in c["step_trace"]]
-        if c["kind"] == "cluster":
-            rows += [[links(c["path"], f"rank {r.get('rank')}"), None, r.get("step"), *_breakdown_cells(r),
-                      f"msprof-analyze: {c['path']}"] for r in c.get("ranks") or []]
+    for _, c, r in display.step_breakdown(summary):
+        cluster = r["source"] == "cluster"
+        rows.append([links(c["path"], f"rank {r['rank']}" if cluster else label(c)), r["device_id"], r["step"],
+                     *(exact_ms(r[k]) for k in display.BREAKDOWN_CELLS),
+                     f"msprof-analyze: {c['path']}" if cluster else r["source"]])
     if not rows:
         return None
     return Table(["capture", "device", "step", "computing ms", "comm. not overlapped ms", "overlapped ms", "free ms",
                   "bubble ms", "preparing ms", "step (stage) ms", "from"], rows, frozenset({0, 10})).without_empty_columns()
-
-
-def _breakdown_cells(r: dict) -> list:
-    return [exact_ms(r.get(k)) for k in ("computing_us", "communication_exposed_us", "overlapped_us", "free_us",
-                                         "bubble_us", "preparing_us", "stage_us")]
-
-
-def _worker(r: dict) -> str:
-    """A slow-rank row's worker: the timeline's "role:rank", or role:rank for a capture's rank."""
-    rank = r.get("rank")
-    if isinstance(rank, str) or not r.get("role"):
-        return "" if rank is None else str(rank)
-    return f"{r['role']}:{rank}"
 
 
 def slow_ranks(summary: dict) -> dict | None:
@@ -279,31 +250,29 @@ def slow_ranks(summary: dict) -> dict | None:
     return {"threshold": (summary.get("options") or {}).get("threshold"),
             "n_flagged": sum(1 for r in sr if r["flagged"]), "table": Table(
         ["run", "source", "stage", "metric", "worker", "value ms", "median ms", "ratio", "samples", "reason"],
-        [[r.get("run_id") if several else "", r["source"], r["stage"], r["metric"], _worker(r), ms(r["value_us"]),
+        [[r.get("run_id") if several else "", r["source"], r["stage"], r["metric"], display.who(r), ms(r["value_us"]),
           ms(r["median_us"]), f"{r['ratio']:.3f}", r.get("n"), r.get("reason")]
          for r in sr], frozenset({0, 1, 2, 3, 4, 9}), [r["flagged"] for r in sr]).without_empty_columns()}
 
 
-def communication(caps: list[dict], links: Links) -> Table | None:
+def communication(summary: dict, links: Links) -> Table | None:
     """Per capture: communication on the device (collective kernels: total, exposed, overlapped, exposed
     share of the busy time) and on the host (collective calls: time covered, share of the wall)."""
     rows = []
-    for c in caps:
-        comm = c.get("communication") if c["status"] == "ok" else None
-        if not comm:
-            continue
-        dev, host = comm.get("device") or {}, comm.get("host") or {}
-        top = ", ".join(f"{t['name']} ({t.get('where')}, x{t.get('count')}, {ms(t.get('total_us'))} ms)"
-                        for t in (comm.get("top") or [])[:3])
-        wait = (comm.get("collectives") or {}).get("wait_share")
-        rows.append([links(c["path"], label(c)), exact_ms(dev.get("total_us")), exact_ms(dev.get("exposed_us")),
-                     exact_ms(dev.get("overlapped_us")), Exact(pct(dev.get("share_of_busy")), dev.get("share_of_busy")),
-                     Exact(pct(wait), wait), exact_ms(host.get("total_us")),
-                     Exact(pct(host.get("share_of_wall")), host.get("share_of_wall")), top])
+    for c, r, top in display.communication(summary):
+        names = ", ".join(f"{t['name']} ({t.get('where')}, x{t.get('count')}, {ms(t.get('total_us'))} ms)" for t in top[:3])
+        rows.append([links(c["path"], label(c)), exact_ms(r["device_total_us"]), exact_ms(r["device_exposed_us"]),
+                     exact_ms(r["device_overlapped_us"]), _share(r["device_share_of_busy"]),
+                     _share(r["collectives_wait_share"]), exact_ms(r["host_total_us"]), _share(r["host_share_of_wall"]),
+                     names])
     if not rows:
         return None
     return Table(["capture", "device ms", "exposed ms", "overlapped ms", "exposed % of busy", "waiting % of collectives",
                   "host ms", "host % of wall", "top collectives"], rows, frozenset({0, 8})).without_empty_columns()
+
+
+def _share(x) -> Exact:
+    return Exact(pct(x), x)
 
 
 def _table(rows: list | None, headers: list[str], cells, left: frozenset[int] = frozenset({0})) -> Table | None:
@@ -329,13 +298,10 @@ def capture(c: dict, links: Links) -> dict:
 
 
 def _comm_note(c: dict) -> str:
-    comm = c.get("communication") or {}
-    dev, host = comm.get("device") or {}, comm.get("host") or {}
-    parts = []
-    if dev.get("share_of_busy") is not None:
-        parts.append(f"communication {pct(dev['share_of_busy'])} of device busy")
-    if host.get("share_of_wall") is not None:
-        parts.append(f"host collectives {pct(host['share_of_wall'])} of wall")
+    device, host = display.comm_shares(c)
+    parts = [f"communication {pct(device)} of device busy"] if device is not None else []
+    if host is not None:
+        parts.append(f"host collectives {pct(host)} of wall")
     return ", ".join(parts)
 
 
@@ -348,5 +314,5 @@ def context(summary: dict, report_dir: str | Path | None = None) -> dict:
     return {"header": header(summary, links), "warnings": warnings(summary, links), "runs": runs(summary),
             "problems": problems(caps, links), "timeline": timeline(tl),
             "device_time": device_time(summary, tl), "clusters": clusters(caps), "slow_ranks": slow_ranks(summary),
-            "communication": communication(caps, links), "step_breakdown": step_breakdown(caps, links),
+            "communication": communication(summary, links), "step_breakdown": step_breakdown(summary, links),
             "captures": [capture(c, links) for c in caps if c["status"] == "ok" and c["kind"] not in ("timeline", "cluster")]}
