@@ -1,8 +1,11 @@
 """A name -> entry registry filled by modules that register themselves when imported; the built-in
 modules are imported on first use (so importing the registry stays cheap). Shared by the capture
-backend registry and the analysis input registry. Standard library only."""
+backend registry, the system backends, the marker kinds and the analysis input registry. Each is one
+instance, the module's documented `REGISTRY`; `scoped()` adds entries for a while (a test, a plugin
+tried out) and puts the registry back as it was. Standard library only."""
 from __future__ import annotations
 
+import contextlib
 import importlib
 from typing import Generic, Iterator, TypeVar
 
@@ -32,3 +35,15 @@ class Registry(Generic[T]):
     def __iter__(self) -> Iterator[T]:
         self._load()
         return iter(list(self.entries.values()))
+
+    @contextlib.contextmanager
+    def scoped(self) -> Iterator["Registry[T]"]:
+        """The registry itself, with whatever is registered inside the block removed (and anything
+        replaced put back) when the block ends."""
+        self._load()   # the built-ins belong to the saved state
+        saved = dict(self.entries)
+        try:
+            yield self
+        finally:
+            self.entries.clear()
+            self.entries.update(saved)

@@ -5,7 +5,9 @@ so that a typo in `stage` is a load-time error rather than a silently empty capt
 """
 from __future__ import annotations
 
+import contextlib
 import re
+from typing import Iterator
 
 BUILTIN_STAGES: tuple[str, ...] = (
     "actor_generate",
@@ -45,3 +47,14 @@ def registered_stages() -> tuple[str, ...]:
 
 def is_stage(name: object) -> bool:
     return isinstance(name, str) and name in _registry
+
+
+@contextlib.contextmanager
+def scoped_stages() -> Iterator[None]:
+    """Stages registered inside the block are forgotten when it ends (tests, a config tried out)."""
+    saved = dict(_registry)
+    try:
+        yield
+    finally:
+        _registry.clear()
+        _registry.update(saved)

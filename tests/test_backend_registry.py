@@ -75,10 +75,9 @@ class WallClock(Backend):
 
 
 @pytest.fixture
-def wallclock(monkeypatch):
-    registry.backend_classes()   # the built-ins are registered before the copy
-    monkeypatch.setattr(registry._registry, "entries", dict(registry._registry.entries))   # restored after the test
-    return WallClock
+def wallclock():
+    with registry.REGISTRY.scoped():   # what the test registers is gone after it
+        yield WallClock
 
 
 def test_a_new_backend_is_one_class_and_one_registration(tmp_path, wallclock):

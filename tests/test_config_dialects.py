@@ -421,10 +421,8 @@ def test_hyphenated_keys_read_as_mindspeed_rl_does():
 
 @pytest.fixture
 def fresh_stages():
-    saved = dict(stage_registry._registry)
-    yield
-    stage_registry._registry.clear()
-    stage_registry._registry.update(saved)
+    with stage_registry.scoped_stages():
+        yield
 
 
 def test_stages_declared_in_yaml(fresh_stages):

@@ -45,3 +45,27 @@ def test_a_rejected_mindspeed_style_block_registers_nothing_either():
     with pytest.raises(ProfilerConfigError):
         load_config({"profiler_config": {"register_stages": [name], "integrated": {"stage": name, "profile_level": "level9"}}})
     assert not stage_registry.is_stage(name)
+
+
+def test_registries_are_instances_a_block_can_scope():
+    """Each registry is one documented instance; scoped() undoes what a block registers (no test
+    reaches into a registry's private state)."""
+    from mindspeed_profiler.analysis import inputs
+    from mindspeed_profiler.backends import registry
+    from mindspeed_profiler.backends.marker_kinds import MARKERS, MarkerKind, register_marker_kind
+
+    name = _fresh()
+    with stage_registry.scoped_stages():
+        stage_registry.register_stage(name)
+        assert stage_registry.is_stage(name)
+    assert not stage_registry.is_stage(name)
+    before = [c.name for c in registry.backend_classes()]
+    with registry.REGISTRY.scoped() as reg:
+        reg.entries.pop("torch")
+        assert "torch" not in registry.backend_names()
+    assert [c.name for c in registry.backend_classes()] == before
+    kinds = [k.name for k in inputs.input_kinds()]
+    with MARKERS.scoped(), inputs.REGISTRY.scoped():
+        register_marker_kind(MarkerKind("test_scoped", object))
+        assert MARKERS.get("test_scoped") is not None
+    assert MARKERS.get("test_scoped") is None and [k.name for k in inputs.input_kinds()] == kinds

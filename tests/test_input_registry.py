@@ -35,10 +35,9 @@ def _analyse(root: Path, cap: Capture, top_n: int, want_events: bool):
 
 
 @pytest.fixture
-def op_table(monkeypatch):
-    input_kinds()   # the built-ins are registered before the copy
-    monkeypatch.setattr(inputs._registry, "entries", dict(inputs._registry.entries))   # restored after the test
-    return register_input(InputKind("op_table", _analyse, order=50, claim_files=_claim))
+def op_table():
+    with inputs.REGISTRY.scoped():   # what the test registers is gone after it
+        yield register_input(InputKind("op_table", _analyse, order=50, claim_files=_claim))
 
 
 def test_a_new_input_kind_is_found_and_analysed(tmp_path, op_table):

@@ -19,7 +19,8 @@ BUILTIN_MODULES = (
 )
 AUTO = "auto"
 
-_registry: Registry[type[Backend]] = Registry(BUILTIN_MODULES)
+REGISTRY: Registry[type[Backend]] = Registry(BUILTIN_MODULES)
+_registry = REGISTRY  # the old name
 
 
 def register_backend(cls: type[Backend]) -> type[Backend]:

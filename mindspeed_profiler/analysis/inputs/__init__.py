@@ -50,7 +50,8 @@ class InputKind:
     prepare: Optional[Prepare] = None
 
 
-_registry: Registry[InputKind] = Registry(BUILTIN_MODULES)
+REGISTRY: Registry[InputKind] = Registry(BUILTIN_MODULES)
+_registry = REGISTRY  # the old name
 
 
 def register_input(kind: InputKind) -> InputKind:

@@ -17,7 +17,8 @@ BUILTIN_MODULES = (
     "mindspeed_profiler.system.backends.py_spy",
 )
 
-_registry: Registry[SystemBackend] = Registry(BUILTIN_MODULES)
+REGISTRY: Registry[SystemBackend] = Registry(BUILTIN_MODULES)
+_registry = REGISTRY  # the old name
 
 __all__ = ["SystemBackend", "STEPS_CUT", "STEPS_PROFILER_API", "register_system_backend", "system_backend",
            "system_backend_names"]
