@@ -212,3 +212,12 @@ MINDSPEED_FIELDS = tuple(f.name for f in fields(IntegratedConfig) if f.metadata[
 SECTION_SCHEMAS: Mapping[str, Mapping[str, Checker]] = MappingProxyType(
     {"integrated": INTEGRATED_FIELDS, "tracer": TRACER_FIELDS, "system": SYSTEM_FIELDS}
 )
+
+# Other frameworks' spellings of a field, accepted at load as the field itself (docs/glossary.md):
+# every section's switch reads `enable`, `enabled` or its own name; verl's order of words for the
+# continuous-steps flag. A field given under two of its names is a problem.
+FIELD_ALIASES: Mapping[str, Mapping[str, str]] = MappingProxyType({
+    "integrated": MappingProxyType({"enable": "profile", "profile_continuous_steps": "profile_steps_continuous"}),
+    "tracer": MappingProxyType({"enabled": "enable"}),
+    "system": MappingProxyType({"enable": "enabled"}),
+})

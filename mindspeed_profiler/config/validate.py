@@ -5,25 +5,33 @@ accepted. The system section's rules live with the system backends (system/confi
 from __future__ import annotations
 
 import os
+from types import MappingProxyType
 from typing import Any, Mapping
 
 from mindspeed_profiler import stages as _stages
 from mindspeed_profiler.config.checks import DEFAULT_SAVE_PATH, MAX_UNKNOWN_REPORTED, check_stage, unwritable
 from mindspeed_profiler.config.errors import BAD, MISSING, ROOT_KEY, SECTIONS, Problems, ProfilerConfigError, describe, hint
-from mindspeed_profiler.config.schema import SECTION_SCHEMAS, IntegratedConfig, ProfilerConfig, SystemConfig, TracerConfig
+from mindspeed_profiler.config.schema import FIELD_ALIASES, SECTION_SCHEMAS, IntegratedConfig, ProfilerConfig, SystemConfig, TracerConfig
 from mindspeed_profiler.formats import RUN_ID_KEY, RUN_ID_RE
 from mindspeed_profiler.system.config_rules import check_system
 
-def field_keys(raw: Mapping[str, Any], schema: Mapping[str, Any], path: str, problems: Problems) -> dict[str, Any]:
+def field_keys(raw: Mapping[str, Any], schema: Mapping[str, Any], path: str, problems: Problems,
+               aliases: Mapping[str, str] = MappingProxyType({})) -> dict[str, Any]:
     """The section's keys as fields: `profile-ranks` is `profile_ranks` (MindSpeed-RL's loader reads
-    '-' as '_'; a field given both ways is a problem), and `register_stages` comes first so that
+    '-' as '_'), another framework's spelling (`aliases`, schema.FIELD_ALIASES) is the field it
+    names; a field given under two names is a problem. `register_stages` comes first so that
     `stage` may name what it declares."""
     out: dict[Any, Any] = {}
     written: dict[Any, Any] = {}
     for key, value in raw.items():
-        name = key.replace("-", "_") if isinstance(key, str) and key not in schema and key.replace("-", "_") in schema else key
+        name = key
+        if isinstance(key, str) and key not in schema:
+            under = key.replace("-", "_")
+            name = under if under in schema else aliases.get(under, key)
         if name in out:
-            problems.append((f"{path}.{name}", f"is given twice, as {written[name]!r} and {key!r} ('-' reads as '_'); keep one"))
+            why = "'-' reads as '_'" if written[name].replace("-", "_") == str(key).replace("-", "_") else \
+                "both name one field (docs/glossary.md)"
+            problems.append((f"{path}.{name}", f"is given twice, as {written[name]!r} and {key!r} ({why}); keep one"))
             continue
         out[name], written[name] = value, key
     first = {k: out.pop(k) for k in ("register_stages",) if k in out}
@@ -39,7 +47,7 @@ def check_section(name: str, raw: Any, problems: Problems) -> dict[str, Any] | N
     if not isinstance(raw, Mapping):
         problems.append((path, f"got {describe(raw)}; expected a mapping of fields"))
         return None
-    raw = field_keys(raw, schema, path, problems)
+    raw = field_keys(raw, schema, path, problems, FIELD_ALIASES.get(name, {}))
     out: dict[str, Any] = {}
     unknown = 0
     for key, value in raw.items():
