@@ -137,6 +137,8 @@ def memory_snapshot_name(basename: str, pid: int) -> str:
 
 
 def trace_basename(role: str, rank: int) -> str:
+    """`<role>_rank<R>`: the stem of a capture's trace files (backends/layout.py shortens a role
+    too long for a file name)."""
     return f"{role}_rank{rank}"
 
 

@@ -77,10 +77,10 @@ MAX_BASENAME = 255 - len(".4194304" + formats.MEMORY_SNAPSHOT_SUFFIX) - 8
 
 
 def trace_basename(role: str, rank: int) -> str:
-    """`<role>_rank<R>` for the files of a capture; a role too long for a file name becomes a
-    prefix plus a hash (deterministic), as in worker_name."""
-    tail = f"_rank{rank}"
-    return _shorten(role, MAX_BASENAME - len(tail)) + tail
+    """formats.trace_basename (`<role>_rank<R>`, the on-disk contract) for the files of a capture;
+    a role too long for a file name becomes a prefix plus a hash (deterministic), as in worker_name."""
+    tail = formats.trace_basename("", rank)
+    return formats.trace_basename(_shorten(role, MAX_BASENAME - len(tail)), rank)
 
 
 def capture_dir_name(worker: str, suffix: str, pid: int | None = None, when: _dt.datetime | None = None) -> str:
