@@ -49,8 +49,6 @@ DEFAULT_ROLE = "integrated"
 _FALLBACK_SUFFIX = "pt"
 
 
-
-
 class _Capture:
     """One capture in flight: the backend handle, its spec and its metadata."""
 
@@ -67,13 +65,14 @@ class _Capture:
 
 
 class _StageScope:
-    """`with prof.stage(name)`: sets STATE.stage, a tracer span, a capture per selected call."""
+    """`with prof.stage(name)`: sets STATE.stage, a tracer span, a capture per selected call, and
+    the stage contexts of the observers (observers.py)."""
 
-    __slots__ = ("p", "name", "prev", "span", "cap", "rng", "sub")
+    __slots__ = ("p", "name", "prev", "span", "cap", "rng", "subs")
 
     def __init__(self, p: "IntegratedProfiler", name: str):
         self.p, self.name = p, name
-        self.span = self.cap = self.rng = self.sub = None
+        self.span = self.cap = self.rng = self.subs = None
 
     def __enter__(self) -> "_StageScope":
         p, name = self.p, self.name
@@ -88,10 +87,13 @@ class _StageScope:
             if p.plan.stage_call_recorded(name, it):
                 call = p._stage_calls[name] = p._stage_calls.get(name, 0) + 1
                 self.cap = p._open_capture(name, it, it, 0, 0, call)
-        if p._ondemand is not None and p._running:
-            self.sub = p._ondemand.stage(name)  # a running on-demand capture sees the stage too
-            if self.sub is not None:
-                self.sub.__enter__()
+        if p._running and (observers.ITERATION_LISTENERS or p.observers):
+            # after the capture started (a running on-demand capture sees the stage too)
+            self.subs = []
+            if observers.ITERATION_LISTENERS:
+                observers.enter_stage(observers.ITERATION_LISTENERS, p, name, self.subs)
+            if p.observers:
+                observers.enter_stage(p.observers, p, name, self.subs)
         # the stage's timeline span opens after the capture started and closes before it is
         # exported, so the timeline shows the stage's own time and the profiler's cost beside it
         if STATE.tracer is not None and p._request_id is None:
@@ -107,8 +109,8 @@ class _StageScope:
                 impl.end(token, "default")
         if self.span is not None:
             self.p._tracer_exit(self.span)
-        if self.sub is not None:
-            self.sub.__exit__(*exc)
+        if self.subs:
+            observers.exit_stage(self.subs, exc)
         if self.cap is not None:
             self.p._close(self.cap)
         STATE.stage = self.prev
@@ -155,6 +157,9 @@ class IntegratedProfiler:
     (tests and custom backends). `iteration_spans`: False for a profiler that wraps one stage call
     (its iterations are the worker's). `request_id`: the on-demand request this profiler's capture
     answers (the listener's child; it writes no spans and no run.json of its own).
+
+    `observers`: this profiler's own observers (observers.py: started / stage / step / stopped),
+    the on-demand listener among them; add_observer() adds one.
     """
 
     def __init__(self, cfg: Any, role: str | None = None, *, rank: int | None = None,
@@ -175,11 +180,14 @@ class IntegratedProfiler:
         # an on-demand capture's profiler (it answers request `request_id`) follows its listener's
         # owner: no spans or run.json of its own
         self._request_id = request_id
-        self._ondemand = None
+        self.observers: list[Any] = []
+        self._ondemand = None   # the listener (also in self.observers), for introspection
         if getattr(integ, "dynamic", False) and iteration_spans:
             from mindspeed_profiler.ondemand.listener import make_listener
 
             self._ondemand = make_listener(self, full, integ, rank, world_size)
+            if self._ondemand is not None:
+                self.observers.append(self._ondemand)
         if not self.enabled:
             return  # off means off: nothing built, nothing on disk (a listener waits for requests)
         self._full = full
@@ -212,6 +220,11 @@ class IntegratedProfiler:
         """The current 1-based iteration (None before start() / after stop())."""
         return self._iteration
 
+    def add_observer(self, observer: Any) -> None:
+        """Follow this profiler's iterations and stages (observers.py); once per observer."""
+        if observer not in self.observers:
+            self.observers.append(observer)
+
     def start(self, iteration: int = 1) -> None:
         """Iteration `iteration` (1 unless resuming) begins now. Idempotent while running."""
         if self._running:
@@ -222,7 +235,8 @@ class IntegratedProfiler:
         self._iteration = iteration
         STATE.iteration = iteration
         session.RUNNING.add(self)
-        if observers.ITERATION_LISTENERS: observers.notify_iteration(self, "start", iteration)  # noqa: E701
+        session.follow_system_capture()   # a wrapped worker's follower, subscribed at the first start
+        if observers.ITERATION_LISTENERS: observers.notify(observers.ITERATION_LISTENERS, "started", self, iteration)  # noqa: E701
         if self.enabled:
             install_sigterm_handler(session.stop_all, order=0)   # a SIGTERM exports the open capture first
             self._get_backend()
@@ -234,8 +248,7 @@ class IntegratedProfiler:
                 if w is not None:
                     self._open = self._open_capture(None, w.first, w.last, w.warmup, w.requested_warmup)
         self._iter_busy = False
-        if self._ondemand is not None:
-            self._ondemand.started(iteration)
+        if self.observers: observers.notify(self.observers, "started", self, iteration)  # noqa: E701
         if STATE.tracer is not None and self._iteration_spans:
             self._iter_span = self._tracer_enter(formats.SPAN_ITERATION, formats.CAT_ITERATION, {"iteration": iteration})
 
@@ -243,7 +256,7 @@ class IntegratedProfiler:
         """The current iteration ends and the next one begins."""
         if not self._running:
             return
-        if observers.ITERATION_LISTENERS: observers.notify_iteration(self, "step", self._iteration + 1)  # noqa: E701
+        if observers.ITERATION_LISTENERS: observers.notify(observers.ITERATION_LISTENERS, "step", self, self._iteration + 1)  # noqa: E701
         if self._iter_span is not None:
             span, self._iter_span = self._iter_span, None
             self._tracer_exit(span)
@@ -262,15 +275,14 @@ class IntegratedProfiler:
             w = self.plan.window_beginning_at(self._iteration)
             if w is not None:
                 self._open = self._open_capture(None, w.first, w.last, w.warmup, w.requested_warmup)
-        if self._ondemand is not None:
-            self._ondemand.boundary(self._iteration)
+        if self.observers: observers.notify(self.observers, "step", self, self._iteration)  # noqa: E701
         self._iter_busy = False
         if STATE.tracer is not None and self._iteration_spans:
             self._iter_span = self._tracer_enter(formats.SPAN_ITERATION, formats.CAT_ITERATION, {"iteration": self._iteration})
 
     def stage(self, name: str):
         """Context manager around one call of an RL stage (actor_generate, actor_update, ...)."""
-        if not self.enabled and STATE.tracer is None and self._ondemand is None:
+        if not self.enabled and STATE.tracer is None and not self.observers and not observers.ITERATION_LISTENERS:
             return _NULL
         return _StageScope(self, name)
 
@@ -279,9 +291,9 @@ class IntegratedProfiler:
         if not self._running:
             return
         self._running = False
-        if observers.ITERATION_LISTENERS: observers.notify_iteration(self, "stop", self._iteration)  # noqa: E701
-        if self._ondemand is not None:
-            self._ondemand.stopped()  # a running on-demand capture exports what it recorded
+        if observers.ITERATION_LISTENERS: observers.notify(observers.ITERATION_LISTENERS, "stopped", self, self._iteration)  # noqa: E701
+        if self.observers:  # before this profiler's captures close (a running on-demand capture exports what it recorded)
+            observers.notify(self.observers, "stopped", self, self._iteration)
         if self._iter_span is not None:
             span, self._iter_span = self._iter_span, None
             # the last step() conventionally ends the last iteration: the one it began is
@@ -305,6 +317,15 @@ class IntegratedProfiler:
         if self.enabled:
             session.sync_state()  # the other profilers of this process (colocated roles) keep their markers
         session.sync_iteration()  # ... and their stage and iteration
+
+    def forget_after_fork(self) -> None:
+        """In a process forked from the one running this profiler (session.py): its captures and
+        iterations are the parent's, never stepped, exported or stopped here; the listener's
+        polling thread did not survive the fork."""
+        self._running = False
+        if self._ondemand is not None:
+            self.observers = [o for o in self.observers if o is not self._ondemand]
+            self._ondemand = None
 
     def __enter__(self) -> "IntegratedProfiler":
         self.start()

@@ -8,6 +8,7 @@ run: what must be shared lives here, owned by no single profiler.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -32,9 +33,17 @@ MANIFESTS_WRITTEN: set[str] = set()
 _CALLS_USED: dict[tuple[Any, ...], int] = {}
 
 
-def _install_system_listener() -> None:
+_SYSTEM_CHECKED = False
+
+
+def follow_system_capture() -> None:
     """A worker wrapped by process-level capture (the launch settings set formats.SYSTEM_ENV in its
-    environment) follows its iterations: read once, when this module is first imported."""
+    environment) follows its iterations: read once, at the first profiler start of the process
+    (IntegratedProfiler.start), so that importing the runtime imports nothing of system/."""
+    global _SYSTEM_CHECKED
+    if _SYSTEM_CHECKED:
+        return
+    _SYSTEM_CHECKED = True
     from mindspeed_profiler.formats import SYSTEM_ENV
 
     if os.environ.get(SYSTEM_ENV):
@@ -98,9 +107,8 @@ def _after_fork_in_child() -> None:
     inherits its running profilers and live captures. They are the parent's: the child never
     steps, exports or rewrites them (at its exit neither), and starts with none of its own."""
     for prof in list(RUNNING):
-        prof._running = False
-        if getattr(prof, "_ondemand", None) is not None:
-            prof._ondemand = None  # its polling thread did not survive the fork anyway
+        with contextlib.suppress(Exception):
+            prof.forget_after_fork()
     RUNNING.clear()
     LIVE_CAPTURES.clear()
     MANIFESTS_WRITTEN.clear()
@@ -120,6 +128,3 @@ def stop_all() -> None:
             prof.stop()
         except Exception:
             pass
-
-
-_install_system_listener()

@@ -194,10 +194,13 @@ def test_an_unwrapped_worker_follows_nothing(tmp_path, listeners, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_session_reads_the_settings_once_at_import(tmp_path):
-    """A fresh interpreter: the listener is installed when session is imported with the settings in
-    its environment, never without them."""
-    code = "import mindspeed_profiler.session as s; print(len(s.ITERATION_LISTENERS))"
+def test_session_reads_the_settings_once_at_the_first_start(tmp_path):
+    """A fresh interpreter: the listener is installed at the first profiler start with the settings in
+    its environment, never without them; importing the runtime imports nothing of system/."""
+    code = ("import sys; import mindspeed_profiler.session as s; from mindspeed_profiler import IntegratedProfiler, load_config\n"
+            "assert 'mindspeed_profiler.system.worker' not in sys.modules and not s.ITERATION_LISTENERS\n"
+            "p = IntegratedProfiler(load_config({'integrated': {}}).integrated, role='actor', rank=0, world_size=1)\n"
+            "p.start(); p.stop(); p.start(); p.stop(); print(len(s.ITERATION_LISTENERS))")
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     env.pop(formats.SYSTEM_ENV, None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)

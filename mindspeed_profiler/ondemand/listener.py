@@ -1,9 +1,10 @@
 """The worker side of on-demand capture (`integrated.dynamic: true`).
 
 A background thread polls the request sources (transport.py) once a second (a stat per file
-source, a remote call under Ray) and writes this worker's heartbeat and request states. The training thread only looks at a list
-at each iteration boundary (`IntegratedProfiler.step()`), so an idle listener costs step() an
-attribute check. An accepted request runs as a child IntegratedProfiler built from the job's
+source, a remote call under Ray) and writes this worker's heartbeat and request states. The listener
+is an observer of its owner profiler (observers.py: started / stage / step / stopped); the training
+thread only looks at a list at each iteration boundary (the owner's step()), so an idle listener
+costs step() an attribute check. An accepted request runs as a child IntegratedProfiler built from the job's
 `integrated` settings plus the request's, with the request's iterations as its window: the same
 stage / rank / level semantics as the static config, its own capture set, its id in every
 capture's metadata. Nothing here raises into training: a bad request is rejected, with the reason
@@ -21,6 +22,7 @@ import time
 from typing import Any
 
 from mindspeed_profiler import formats
+from mindspeed_profiler.observers import Observer
 from mindspeed_profiler.ondemand import requests as rq
 from mindspeed_profiler.ondemand import transport as tp
 
@@ -58,8 +60,8 @@ class _Entry:
                               "status": c.get("status")} for c in self.captures]}
 
 
-class Listener:
-    """One per listening IntegratedProfiler (`owner`)."""
+class Listener(Observer):
+    """One per listening IntegratedProfiler (`owner`), in its `observers`."""
 
     def __init__(self, owner: Any, full: Any, integ: Any, *, rank: int | None = None, world_size: int | None = None):
         from mindspeed_profiler.manifest import resolve_run_id
@@ -91,14 +93,14 @@ class Listener:
 
     # ------------------------------------------------------------------ training thread
 
-    def started(self, iteration: int) -> None:
+    def started(self, profiler: Any, iteration: int) -> None:
         self._boundary(iteration)
         if self._thread is None:
             self._sources = [tp.RequestDirSource(self.run_dir), tp.NpuConfigSource(self.run_dir)]
             self._thread = threading.Thread(target=self._loop, name=f"mindspeed-profiler-requests-{self.key}", daemon=True)
             self._thread.start()
 
-    def boundary(self, iteration: int) -> None:
+    def step(self, profiler: Any, iteration: int) -> None:
         """Iteration `iteration` begins (the owner's step()): advance the running child, then
         take the requests that arrived. Cheap when nothing is pending or running."""
         self._boundaries.append((iteration, time.time()))
@@ -107,14 +109,15 @@ class Listener:
             return
         self._boundary(iteration)
 
-    def stage(self, name: str):
+    def stage(self, profiler: Any, name: str):
         """The child's stage scope, or None."""
         entry = self.active
         if entry is not None and entry.child is not None:
             return entry.child.stage(name)
         return None
 
-    def stopped(self) -> None:
+    def stopped(self, profiler: Any, iteration: int | None = None) -> None:
+        """The owner stops: a running capture exports what it recorded, queued ones are rejected."""
         entry = self.active
         if entry is not None:
             entry.child.stop()

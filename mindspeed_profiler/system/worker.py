@@ -2,20 +2,22 @@
 profiler range exactly around each listed step.
 
 The launch settings put the worker's `WorkerSpec` in its environment (formats.SYSTEM_ENV); session.py
-reads it once, when first imported, and calls `install()`, which adds an iteration listener to
-`observers.ITERATION_LISTENERS`. IntegratedProfiler.start / step / stop then tell it where iterations
-begin and end, also when `integrated.profile` is false. Nothing here raises into training: the
-session reports a failing listener once and carries on.
+reads it once, at the first IntegratedProfiler.start of the process, and calls `install()`, which
+subscribes a process-wide observer (observers.py). IntegratedProfiler.start / step / stop then tell it
+where iterations begin and end, also when `integrated.profile` is false. Nothing here raises into
+training: a failing observer is reported once and training carries on.
 """
 from __future__ import annotations
 
 import json
 import os
 import socket
+import sys
 import time
 from typing import IO, Any
 
 from mindspeed_profiler import formats
+from mindspeed_profiler.observers import Observer
 from mindspeed_profiler.system.backends import STEPS_PROFILER_API, system_backend
 from mindspeed_profiler.system.spec import WorkerSpec, spec_from_env
 
@@ -53,9 +55,9 @@ class ProfilerRange:
 PROFILER_RANGE = ProfilerRange()
 
 
-class IterationFollower:
-    """The listener: the process's iteration is the highest of its running profilers' (colocated
-    roles each run one); each change ends the old iteration and begins the new one."""
+class IterationFollower(Observer):
+    """The process-wide observer: the process's iteration is the highest of its running profilers'
+    (colocated roles each run one); each change ends the old iteration and begins the new one."""
 
     def __init__(self, spec: WorkerSpec, records: "RecordWriter"):
         self.spec = spec
@@ -67,8 +69,21 @@ class IterationFollower:
         self._begin_ns = 0
         self._range_open = False
 
+    def started(self, profiler: Any, iteration: int) -> None:
+        self._follow(profiler, iteration)
+
+    def step(self, profiler: Any, iteration: int) -> None:
+        self._follow(profiler, iteration)
+
+    def stopped(self, profiler: Any, iteration: int | None) -> None:
+        self._follow(profiler, None)
+
     def __call__(self, profiler: Any, event: str, iteration: int | None) -> None:
-        if event == "stop" or iteration is None:
+        """The older hook's form (observers.py): event "start", "step" or "stop"."""
+        self._follow(profiler, None if event == "stop" else iteration)
+
+    def _follow(self, profiler: Any, iteration: int | None) -> None:
+        if iteration is None:
             self._iterations.pop(id(profiler), None)
         else:
             self._iterations[id(profiler)] = iteration
@@ -190,6 +205,10 @@ def worker_status(_actor: Any = None) -> dict[str, Any]:
     if spec is None:
         return {}
     launched = launch_status()
+    if _FOLLOWER is None and "mindspeed_profiler.session" in sys.modules:
+        # the session follows from the first profiler start on (it used to at its import): a status
+        # asked before then answers as that start will
+        install()
     node_id = None
     try:
         import ray
