@@ -90,9 +90,10 @@ def notify_iteration(profiler: Any, event: str, iteration: int | None) -> None:
     notify(ITERATION_LISTENERS, _METHODS[event], profiler, iteration)
 
 
-def enter_stage(listeners: list[Any], profiler: Any, name: str, entered: list[Any]) -> None:
-    """Enter the stage context of every observer in `listeners` that gives one, appending it to
-    `entered` (exit_stage leaves them in reverse order)."""
+def enter_stage(listeners: list[Any], profiler: Any, name: str, entered: list[Any] | None = None) -> list[Any] | None:
+    """Enter the stage context of every observer in `listeners` that gives one; returns `entered`
+    with them appended (a new list only when one is entered: a stage call with idle observers
+    allocates nothing), for exit_stage to leave in reverse order."""
     for obs in list(listeners):
         fn = getattr(obs, "stage", None)
         if fn is None:
@@ -101,9 +102,12 @@ def enter_stage(listeners: list[Any], profiler: Any, name: str, entered: list[An
             ctx = fn(profiler, name)
             if ctx is not None:
                 ctx.__enter__()
+                if entered is None:
+                    entered = []
                 entered.append((obs, ctx))
         except Exception as exc:
             _failed(obs, "stage", exc)
+    return entered
 
 
 def exit_stage(entered: list[Any], exc_info: tuple[Any, ...]) -> None:

@@ -87,13 +87,12 @@ class _StageScope:
             if p.plan.stage_call_recorded(name, it):
                 call = p._stage_calls[name] = p._stage_calls.get(name, 0) + 1
                 self.cap = p._open_capture(name, it, it, 0, 0, call)
-        if p._running and (observers.ITERATION_LISTENERS or p.observers):
+        if p._running:
             # after the capture started (a running on-demand capture sees the stage too)
-            self.subs = []
             if observers.ITERATION_LISTENERS:
-                observers.enter_stage(observers.ITERATION_LISTENERS, p, name, self.subs)
+                self.subs = observers.enter_stage(observers.ITERATION_LISTENERS, p, name)
             if p.observers:
-                observers.enter_stage(p.observers, p, name, self.subs)
+                self.subs = observers.enter_stage(p.observers, p, name, self.subs)
         # the stage's timeline span opens after the capture started and closes before it is
         # exported, so the timeline shows the stage's own time and the profiler's cost beside it
         if STATE.tracer is not None and p._request_id is None:
