@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import secrets
 import socket
@@ -106,12 +105,7 @@ def write_run_manifest(cfg: Any, save_path: str | None = None, *, role: str = "d
 
 def read_run_manifest(run_dir: str | os.PathLike) -> dict[str, Any] | None:
     """`<run_dir>/run.json` as a dict, or None when absent or unreadable."""
-    try:
-        with open(Path(run_dir) / formats.RUN_FILE, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return fileio.read_json_object(Path(run_dir) / formats.RUN_FILE)
 
 
 def ray_node_id() -> str | None:

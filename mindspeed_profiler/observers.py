@@ -23,13 +23,9 @@ stops the step. Imports nothing of the package but the warn-once helper.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, ContextManager
+from typing import Any, ContextManager
 
 from mindspeed_profiler._warn import warn_once
-
-# the older hook: a callable (profiler, event, iteration)
-IterationCallback = Callable[[Any, str, "int | None"], None]
-
 
 class Observer:
     """The observer protocol, each method a no-op: subclass and override what you need."""
@@ -51,7 +47,6 @@ class Observer:
 ITERATION_LISTENERS: list[Any] = []   # process-wide: Observer-like objects or plain callables
 
 _EVENTS = {"started": "start", "step": "step", "stopped": "stop"}
-_METHODS = {event: method for method, event in _EVENTS.items()}
 
 
 def subscribe(observer: Any) -> None:
@@ -83,11 +78,6 @@ def notify(listeners: list[Any], method: str, profiler: Any, iteration: int | No
                 obs(profiler, _EVENTS[method], iteration)
         except Exception as exc:  # profiling never kills training
             _failed(obs, method, exc)
-
-
-def notify_iteration(profiler: Any, event: str, iteration: int | None) -> None:
-    """The process-wide observers, by the older event name ("start", "step", "stop")."""
-    notify(ITERATION_LISTENERS, _METHODS[event], profiler, iteration)
 
 
 def enter_stage(listeners: list[Any], profiler: Any, name: str, entered: list[Any] | None = None) -> list[Any] | None:

@@ -14,7 +14,6 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from mindspeed_profiler._state import STATE
-from mindspeed_profiler.observers import ITERATION_LISTENERS, notify_iteration  # noqa: F401 - their old home
 
 if TYPE_CHECKING:
     from mindspeed_profiler.profiler import IntegratedProfiler

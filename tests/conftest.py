@@ -123,3 +123,14 @@ def ascend_sets(tmp_path_factory):
             pytest.skip(f"{name}: {ascend_data.SETS[name].source} not found (../shared/ascend-2rank; MSP_SHARED_ASCEND)")
         return ascend_data.ascend_set(name)
     return get
+
+
+@pytest.fixture
+def listeners():
+    """observers.ITERATION_LISTENERS emptied for the test and restored after it."""
+    from mindspeed_profiler import observers
+
+    saved = list(observers.ITERATION_LISTENERS)
+    observers.ITERATION_LISTENERS.clear()
+    yield observers.ITERATION_LISTENERS
+    observers.ITERATION_LISTENERS[:] = saved

@@ -27,7 +27,7 @@ from mindspeed_profiler.system.finish import wait_for_reports
 from mindspeed_profiler.system.settings import worker_runtime_env
 from mindspeed_profiler.system.spec import WorkerSpec
 from test_ondemand import Loop, dyn_config, states_of
-from test_system_launch import WORKER, base_path, cfg, launch, write_fake_tools
+from test_system_launch import WORKER, base_path, cfg, launch, write_fake_tools, write_script_tool
 
 
 @pytest.fixture(autouse=True)
@@ -86,10 +86,7 @@ def test_py_spy_with_an_unknown_flag_falls_back_to_the_plain_worker(tmp_path):
 
 
 def test_a_tool_that_exits_at_once_falls_back(tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "nsys").write_text("#!/bin/sh\necho 'nsys: unknown option --bogus' >&2\nexit 1\n")
-    (bin_dir / "nsys").chmod(0o755)
+    bin_dir = write_script_tool(tmp_path / "bin", "nsys", "#!/bin/sh\necho 'nsys: unknown option --bogus' >&2\nexit 1\n")
     ran, out, meta = launch(tmp_path, cfg(tmp_path, backend="nsight"), [bin_dir, *base_path()])
     assert out.returncode == 0 and ran is not None
     assert meta["status"] == "unwrapped" and "ended (exit status 1) without running the worker" in meta["reason"]

@@ -7,7 +7,6 @@ import contextlib
 import json
 from pathlib import Path
 
-import pytest
 
 from mindspeed_profiler import IntegratedProfiler, formats, load_config, observers, profiler as profiler_module
 from mindspeed_profiler._state import STATE
@@ -39,14 +38,6 @@ class Recorder(observers.Observer):
 
     def stopped(self, profiler, iteration):
         self.log.append((self.tag + "stopped", iteration, STATE.capture_active))
-
-
-@pytest.fixture
-def listeners():
-    saved = list(observers.ITERATION_LISTENERS)
-    observers.ITERATION_LISTENERS.clear()
-    yield observers.ITERATION_LISTENERS
-    observers.ITERATION_LISTENERS[:] = saved
 
 
 def test_an_observer_hears_every_boundary_and_stage_in_order(tmp_path, clean_state, listeners):

@@ -83,6 +83,14 @@ sys.exit(rc)
 FAKE_TOOLS = ("nsys", "rocprof-sys-python", "msprof", "msprof-analyze")
 
 
+def write_script_tool(bin_dir: Path, name: str, script: str) -> Path:
+    """`bin_dir/name`: an executable holding `script` (a tool that misbehaves); returns bin_dir."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    (bin_dir / name).write_text(script)
+    (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
 def write_fake_tools(bin_dir: Path, tools=FAKE_TOOLS) -> Path:
     bin_dir.mkdir(parents=True, exist_ok=True)
     for tool in tools:
@@ -233,10 +241,7 @@ def test_missing_tool_runs_the_worker_unwrapped(tmp_path):
 
 
 def test_tool_that_cannot_start_runs_the_worker_unwrapped(tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "nsys").write_text("#!/nonexistent/interpreter\n")
-    (bin_dir / "nsys").chmod(0o755)
+    bin_dir = write_script_tool(tmp_path / "bin", "nsys", "#!/nonexistent/interpreter\n")
     ran, out, meta = launch(tmp_path, cfg(tmp_path, backend="nsight"), [bin_dir, *base_path()])
     assert out.returncode == 0 and ran is not None
     assert meta["status"] == "unwrapped" and "could not start" in meta["reason"]

@@ -1,4 +1,4 @@
-"""Inside a wrapped worker: the iteration hook of IntegratedProfiler (session.ITERATION_LISTENERS),
+"""Inside a wrapped worker: the iteration hook of IntegratedProfiler (observers.ITERATION_LISTENERS),
 the iteration records, and the CUDA profiler range opened and closed exactly around each listed
 step (through the seam: on this CPU machine the calls are recorded, not made)."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from mindspeed_profiler import IntegratedProfiler, formats, load_config, session
+from mindspeed_profiler import IntegratedProfiler, formats, load_config, observers
 from mindspeed_profiler.system import worker
 from mindspeed_profiler.system.spec import WorkerSpec
 from conftest import REPO_ROOT
@@ -45,14 +45,6 @@ class Memory:
 
 
 @pytest.fixture
-def listeners():
-    saved = list(session.ITERATION_LISTENERS)
-    session.ITERATION_LISTENERS.clear()
-    yield session.ITERATION_LISTENERS
-    session.ITERATION_LISTENERS[:] = saved
-
-
-@pytest.fixture
 def seam(monkeypatch):
     s = Seam()
     monkeypatch.setattr(worker, "PROFILER_RANGE", s)
@@ -69,7 +61,7 @@ def spec(tmp_path, backend="nsight", steps=(2, 4), **kw):
 
 def test_without_a_listener_the_hook_is_one_falsy_check(listeners, monkeypatch):
     calls = []
-    monkeypatch.setattr(session, "notify_iteration", lambda *a: calls.append(a))
+    monkeypatch.setattr(observers, "notify", lambda *a: calls.append(a))
     p = profiler()
     p.start()
     for _ in range(3):
@@ -197,7 +189,7 @@ def test_an_unwrapped_worker_follows_nothing(tmp_path, listeners, monkeypatch):
 def test_session_reads_the_settings_once_at_the_first_start(tmp_path):
     """A fresh interpreter: the listener is installed at the first profiler start with the settings in
     its environment, never without them; importing the runtime imports nothing of system/."""
-    code = ("import sys; import mindspeed_profiler.session as s; from mindspeed_profiler import IntegratedProfiler, load_config\n"
+    code = ("import sys; import mindspeed_profiler.observers as s; from mindspeed_profiler import IntegratedProfiler, load_config\n"
             "assert 'mindspeed_profiler.system.worker' not in sys.modules and not s.ITERATION_LISTENERS\n"
             "p = IntegratedProfiler(load_config({'integrated': {}}).integrated, role='actor', rank=0, world_size=1)\n"
             "p.start(); p.stop(); p.start(); p.stop(); print(len(s.ITERATION_LISTENERS))")

@@ -39,7 +39,7 @@ from mindspeed_profiler.schedule import schedule_args
 if TYPE_CHECKING:  # annotations only: config imports the backend registry
     from mindspeed_profiler.config import IntegratedConfig
 
-__all__ = [  # the names this module had before the split (tests, mstx.py and users import them from here)
+__all__ = [  # the names this module had before the split (tests and users import them from here)
     "ANALYSE", "DATA_DIR", "ENUMS", "EXPERIMENTAL", "HANDLER", "INDEX_FILE", "MARK", "PROFILE", "RANGE_END",
     "RANGE_START", "SCHEDULE", "STEP_OFFSET_ATTR", "Adapted", "Note", "NpuApi", "NpuBackend", "NpuCapture",
     "adapt_options", "adapt_to_installed", "find_capture_dir", "import_torch_npu", "installed_api", "load_snapshot",

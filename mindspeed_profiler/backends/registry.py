@@ -20,7 +20,6 @@ BUILTIN_MODULES = (
 AUTO = "auto"
 
 REGISTRY: Registry[type[Backend]] = Registry(BUILTIN_MODULES)
-_registry = REGISTRY  # the old name
 
 
 def register_backend(cls: type[Backend]) -> type[Backend]:
@@ -39,12 +38,12 @@ def register_backend(cls: type[Backend]) -> type[Backend]:
     if unknown:  # a typo would silently note an option the backend does honour
         raise ValueError(f"backend {cls.name!r}: honours {', '.join(sorted(unknown))}, not backend-specific options "
                          f"(backends/options.py: {', '.join(sorted(OPTION_FIELDS))})")
-    return _registry.add(cls.name, cls)
+    return REGISTRY.add(cls.name, cls)
 
 
 def backend_classes() -> tuple[type[Backend], ...]:
     """Registered backends, the one `auto` prefers first."""
-    return tuple(sorted(_registry, key=lambda c: (-c.priority, c.name)))
+    return tuple(sorted(REGISTRY, key=lambda c: (-c.priority, c.name)))
 
 
 def backend_names() -> tuple[str, ...]:
@@ -53,7 +52,7 @@ def backend_names() -> tuple[str, ...]:
 
 
 def backend_class(name: str) -> type[Backend]:
-    cls = _registry.get(name)
+    cls = REGISTRY.get(name)
     if cls is None:
         raise ValueError(f"backend {name!r}: allowed: {', '.join((AUTO,) + backend_names())}")
     return cls

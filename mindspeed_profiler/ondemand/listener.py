@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from mindspeed_profiler import formats
+from mindspeed_profiler._warn import warn_once
 from mindspeed_profiler.observers import Observer
 from mindspeed_profiler.ondemand import requests as rq
 from mindspeed_profiler.ondemand import transport as tp
@@ -271,8 +272,6 @@ class Listener(Observer):
                         if taken is not None:
                             self.pending.append(taken)
                 except Exception as exc:   # a failing source is reported once per kind and retried
-                    from mindspeed_profiler._warn import warn_once
-
                     warn_once(("ondemand-poll", source.kind, type(exc).__name__), "on-demand listener of %s: polling %s "
                               "failed (retrying): %s: %s", self.key, source.kind, type(exc).__name__, exc)
             if self._dirty or tick % STATE_EVERY == 0:
@@ -294,8 +293,6 @@ class Listener(Observer):
         try:
             box = tp.get_mailbox(self.run_id, create=True)
         except Exception as exc:
-            from mindspeed_profiler._warn import warn_once
-
             warn_once(("ondemand-mailbox", type(exc).__name__), "on-demand listener of %s: no Ray mailbox (requests reach it "
                       "through %s only): %s: %s", self.key, self.run_dir, type(exc).__name__, exc)
             self._mailbox_source = False
@@ -333,12 +330,8 @@ class Listener(Observer):
         try:
             tp.report_file(self.run_dir, self.key, state)
         except tp.UnsafeTree as exc:
-            from mindspeed_profiler._warn import warn_once
-
             warn_once(("ondemand-unsafe-tree",), "on-demand listener of %s: %s", self.key, exc)
         except OSError as exc:
-            from mindspeed_profiler._warn import warn_once
-
             warn_once(("ondemand-state", type(exc).__name__), "on-demand listener of %s: cannot write its state under %s: %s",
                       self.key, self.run_dir, exc)
         if self._mailbox_source:
@@ -359,8 +352,6 @@ def make_listener(owner: Any, full: Any, integ: Any, rank: int | None, world_siz
     try:
         return Listener(owner, full, integ, rank=rank, world_size=world_size)
     except Exception as exc:
-        from mindspeed_profiler._warn import warn_once
-
         warn_once(("ondemand-init", type(exc).__name__), "on-demand capture unavailable on this worker (training goes on): %s: %s",
                   type(exc).__name__, exc)
         return None

@@ -52,6 +52,10 @@ def worker_key(role: str, rank: int) -> str:
     return f"{role}_rank{rank}"
 
 
+class NotJson(ValueError):
+    """A request file that is not (yet) UTF-8 JSON: perhaps still being written."""
+
+
 def read_json_bounded(path: Path, follow_links: bool = True) -> Any:
     """The JSON in `path`; ValueError with the reason when it is not a regular file (a FIFO would
     block the reader for ever: opened without blocking and refused), too big, not UTF-8 or not JSON."""
@@ -62,9 +66,9 @@ def read_json_bounded(path: Path, follow_links: bool = True) -> Any:
     try:
         return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise NotJson(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise NotJson(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
 
 
 # ----------------------------------------------------------------------------- trigger / status side
@@ -169,7 +173,7 @@ class RequestDirSource:
                 got: Any = read_json_bounded(path, follow_links=False)
             except (OSError, ValueError) as exc:
                 got = exc if isinstance(exc, ValueError) else ValueError(str(exc))
-                partial = str(exc).startswith(("not valid JSON", "not UTF-8"))
+                partial = isinstance(exc, NotJson)
                 if partial and not _settled(self._settling, name, stats[name], now):
                     continue   # perhaps still being written: read again on a later poll
             self._settling.pop(name, None)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Callable, NoReturn, Sequence
 
 from mindspeed_profiler import formats
+from mindspeed_profiler.system import supervise
 from mindspeed_profiler.system.backends import system_backend
 from mindspeed_profiler.system.spec import WorkerSpec
 
@@ -95,7 +96,6 @@ def _start(spec: WorkerSpec, launch: Launch, command: list[str]) -> NoReturn:
         _exec_plain(command, f"cannot write into {spec.output_dir} on node {host}: {type(exc).__name__}: {exc}")
     if not launch.wrapped:
         _exec_plain(command, launch.reason or "")
-    from mindspeed_profiler.system import supervise
     from mindspeed_profiler.system.watch import EXEC_FAILED, spawn_watcher
 
     # py-spy's time zero is its own start: the anchor is taken as late as possible, just before it
@@ -129,7 +129,7 @@ def _fall_back(spec: WorkerSpec, command: list[str], reason: str) -> NoReturn:
 
 
 def _exec_plain(command: list[str], reason: str) -> NoReturn:
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+    for sig in supervise.FORWARDED:
         signal.signal(sig, signal.SIG_DFL)   # the worker gets its signals as if started directly
     os.environ[formats.SYSTEM_STATUS_ENV] = json.dumps({"status": "unwrapped", "reason": reason})
     if reason:

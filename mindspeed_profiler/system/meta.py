@@ -3,13 +3,12 @@ written by the launcher before the tool starts, finished by the watcher after th
 the driver's wait and by the analysis (which reads the JSON itself: it never imports the runtime)."""
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 from mindspeed_profiler import formats
-from mindspeed_profiler.fileio import write_json_atomic
+from mindspeed_profiler.fileio import read_json_object, write_json_atomic
 from mindspeed_profiler.system.spec import WorkerSpec
 
 
@@ -31,11 +30,7 @@ def write_meta(path: Path, meta: dict[str, Any]) -> None:
 
 
 def read_meta(path: Path) -> dict[str, Any] | None:
-    try:
-        meta = json.loads(Path(path).read_text(encoding="utf-8"))
-        return meta if isinstance(meta, dict) else None
-    except (OSError, ValueError):
-        return None
+    return read_json_object(path)
 
 
 def update_meta(path: Path, **changes: Any) -> dict[str, Any] | None:

@@ -44,7 +44,7 @@ def spawn_watcher(spec: WorkerSpec, tool_path: str, target: int) -> int | None:
     except (AttributeError, OSError):
         pidfd = None
     try:
-        r, w = os.pipe()  # non-inheritable: the write end closes by itself when the exec succeeds
+        r, w = os.pipe()  # non-inheritable: the tool never holds it; the launcher writes EXEC_FAILED or closes it
         child = os.fork()
     except OSError:
         if pidfd is not None:
@@ -52,7 +52,7 @@ def spawn_watcher(spec: WorkerSpec, tool_path: str, target: int) -> int | None:
         return None
     if child:
         os.close(r)
-        os.waitpid(child, 0)  # the first child exits at once: no zombie left to the tool
+        os.waitpid(child, 0)  # the first child exits at once (a double fork): no zombie left to the launcher
         if pidfd is not None:
             os.close(pidfd)
         return w

@@ -17,7 +17,7 @@ import time
 from typing import IO, Any
 
 from mindspeed_profiler import formats
-from mindspeed_profiler.observers import Observer
+from mindspeed_profiler.observers import Observer, subscribe
 from mindspeed_profiler.system.backends import STEPS_PROFILER_API, system_backend
 from mindspeed_profiler.system.spec import WorkerSpec, spec_from_env
 
@@ -77,10 +77,6 @@ class IterationFollower(Observer):
 
     def stopped(self, profiler: Any, iteration: int | None) -> None:
         self._follow(profiler, None)
-
-    def __call__(self, profiler: Any, event: str, iteration: int | None) -> None:
-        """The older hook's form (observers.py): event "start", "step" or "stop"."""
-        self._follow(profiler, None if event == "stop" else iteration)
 
     def _follow(self, profiler: Any, iteration: int | None) -> None:
         if iteration is None:
@@ -181,8 +177,6 @@ _FOLLOWER: IterationFollower | None = None
 def install() -> bool:
     """Follow this process's iterations when it runs wrapped by a system tool. Idempotent."""
     global _FOLLOWER
-    from mindspeed_profiler import observers
-
     spec = spec_from_env()
     if spec is None or _FOLLOWER is not None or launch_status().get("status") != "wrapped":
         return _FOLLOWER is not None
@@ -193,7 +187,7 @@ def install() -> bool:
         records.write({"type": formats.SYS_CLOCK, "function": formats.CLOCK_MARK_FUNCTION, "begin_wall_ns": begin,
                        "end_wall_ns": end, "rate_hz": backend.sample_rate_hz(spec)})
     _FOLLOWER = IterationFollower(spec, records)
-    observers.subscribe(_FOLLOWER)
+    subscribe(_FOLLOWER)
     return True
 
 

@@ -51,21 +51,20 @@ class InputKind:
 
 
 REGISTRY: Registry[InputKind] = Registry(BUILTIN_MODULES)
-_registry = REGISTRY  # the old name
 
 
 def register_input(kind: InputKind) -> InputKind:
-    return _registry.add(kind.name, kind)
+    return REGISTRY.add(kind.name, kind)
 
 
 def input_kinds() -> tuple[InputKind, ...]:
-    return tuple(sorted(_registry, key=lambda k: (k.order, k.name)))
+    return tuple(sorted(REGISTRY, key=lambda k: (k.order, k.name)))
 
 
 def input_kind(name: str) -> InputKind:
-    kind = _registry.get(name)
+    kind = REGISTRY.get(name)
     if kind is None:
-        raise ValueError(f"cannot analyse a capture of kind {name!r} (known: {', '.join(sorted(_registry.entries))})")
+        raise ValueError(f"cannot analyse a capture of kind {name!r} (known: {', '.join(sorted(REGISTRY.entries))})")
     return kind
 
 

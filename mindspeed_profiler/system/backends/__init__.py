@@ -18,7 +18,6 @@ BUILTIN_MODULES = (
 )
 
 REGISTRY: Registry[SystemBackend] = Registry(BUILTIN_MODULES)
-_registry = REGISTRY  # the old name
 
 __all__ = ["SystemBackend", "STEPS_CUT", "STEPS_PROFILER_API", "register_system_backend", "system_backend",
            "system_backend_names"]
@@ -33,16 +32,16 @@ def register_system_backend(cls: type[SystemBackend]) -> type[SystemBackend]:
             raise TypeError(f"system backend {cls.__name__} must set the class attribute {attr!r}")
     if cls.name not in SYSTEM_REPORTS:
         raise ValueError(f"system backend {cls.name!r} has no report name in formats.SYSTEM_REPORTS")
-    _registry.add(cls.name, cls())
+    REGISTRY.add(cls.name, cls())
     return cls
 
 
 def system_backend_names() -> tuple[str, ...]:
-    return tuple(b.name for b in _registry)
+    return tuple(b.name for b in REGISTRY)
 
 
 def system_backend(name: str) -> SystemBackend:
-    backend = _registry.get(name)
+    backend = REGISTRY.get(name)
     if backend is None:
         raise ValueError(f"system backend {name!r}: allowed: {', '.join(system_backend_names())}")
     return backend
