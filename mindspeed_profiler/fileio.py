@@ -157,3 +157,27 @@ def read_regular_file(path: str | os.PathLike, max_bytes: int, follow_links: boo
 def utc_now_iso() -> str:
     """Now, UTC, ISO 8601 to the millisecond with a Z (the time stamps of our JSON files)."""
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def unwritable(path: str) -> str | None:
+    """Why `path` cannot be used as an output directory, or None (the config checks say it at load).
+    Creates nothing."""
+    try:
+        target = Path(path).expanduser()
+        target.exists()
+    except (OSError, RuntimeError, ValueError) as exc:
+        return f"got {path[:80]!r}: cannot be used as a path ({type(exc).__name__}: {exc})"
+    if target.exists():
+        if not target.is_dir():
+            return f"got {path!r}: it exists and is a file, not a directory"
+        if not os.access(target, os.W_OK | os.X_OK):
+            return f"got {path!r}: the directory is not writable by this user"
+        return None
+    parent = target.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"got {path!r}: {str(parent)!r} exists and is a file, so the directory cannot be created"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"got {path!r}: cannot create it, {str(parent)!r} is not writable by this user"
+    return None

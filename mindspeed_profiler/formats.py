@@ -24,6 +24,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+CONFIG_ROOT_KEY = "profiler_config"  # the YAML block everything is configured under (docs/config.md)
+
 # ---------------------------------------------------------------------------------- directories
 
 ALL_DIR = "all"  # the stage directory of `stage: all` captures

@@ -1,7 +1,11 @@
 """The package's import graph from its source (no import is run): every `import` / `from ... import`
 of a module, at the top or inside a function (a lazy import hides a cycle, it does not remove it),
 except under `if TYPE_CHECKING:`. An edge goes to the most specific module named: `from a.b import c`
-is an edge to a.b.c when c is a module, else to a.b (its __init__)."""
+is an edge to a.b.c when c is a module, else to a.b (its __init__). Importing a.b.c also runs the
+__init__ of each package above it that the importer is not inside (when that __init__ imports
+anything: an empty one cannot close a cycle) (a module of a.b importing a.b.c
+finds a.b already initialising; one outside it does not): an edge to each of those too, so that
+`x -> a.b.c` with `a.b/__init__ -> ... -> x` is a cycle, as Python finds it."""
 from __future__ import annotations
 
 import ast
@@ -64,7 +68,15 @@ def imports_of(name: str, path: Path, mods: dict[str, Path]) -> set[str]:
 
 def graph(root: Path, package: str) -> dict[str, set[str]]:
     mods = modules(root, package)
-    return {name: imports_of(name, path, mods) for name, path in mods.items()}
+    g = {name: imports_of(name, path, mods) for name, path in mods.items()}
+    for name, out in g.items():   # the package __init__s an import runs (those that import anything)
+        for target in list(out):
+            parts = target.split(".")
+            for k in range(2, len(parts)):
+                pkg = ".".join(parts[:k])
+                if g.get(pkg) and not (name == pkg or name.startswith(pkg + ".")):
+                    out.add(pkg)
+    return g
 
 
 def cycles(g: dict[str, set[str]]) -> list[list[str]]:

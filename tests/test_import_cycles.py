@@ -50,3 +50,22 @@ def test_type_checking_imports_and_parent_packages_do_not_count(tmp_path):
     # the same import at run time is a cycle
     (tmp_path / "pkg/sub/x.py").write_text("from pkg.y import Y\nX = 1\n")
     assert cycles(graph(tmp_path, "pkg")) == [["pkg.sub.x", "pkg.y"]]
+
+
+def test_a_package_init_an_import_runs_closes_a_cycle(tmp_path):
+    """The shape the config split had: an outside module imports pkg.conf.errors, which runs
+    pkg/conf/__init__, which imports (through validate) the outside module, half initialised. Python
+    fails with "partially initialized module"; the graph has the edge to pkg.conf."""
+    _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/conf/__init__.py": "from pkg.conf.validate import check\n",
+        "pkg/conf/errors.py": "KEY = 'k'\n",
+        "pkg/conf/validate.py": "from pkg.rules import rule\ncheck = rule\n",
+        "pkg/rules.py": "from pkg.conf.errors import KEY\nrule = KEY\n",
+    })
+    g = graph(tmp_path, "pkg")
+    assert g["pkg.rules"] == {"pkg.conf.errors", "pkg.conf"}
+    assert cycles(g) == [["pkg.conf", "pkg.conf.validate", "pkg.rules"]]
+    # an empty package __init__ runs nothing: no edge to it, no cycle
+    (tmp_path / "pkg/conf/__init__.py").write_text("")
+    assert cycles(graph(tmp_path, "pkg")) == []

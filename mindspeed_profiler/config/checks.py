@@ -5,13 +5,15 @@ from __future__ import annotations
 import math
 import os
 import re
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
 from mindspeed_profiler import stages as _stages
+from mindspeed_profiler.backends.registry import AUTO, backend_names
 from mindspeed_profiler.config.errors import BAD, Checker, Problems, describe, hint
+from mindspeed_profiler.fileio import unwritable  # noqa: F401 - validate and the system rules name it here too
 from mindspeed_profiler.formats import ROLE_RE
+from mindspeed_profiler.system.backends import system_backend_names
 
 PROFILE_LEVELS = ("level_none", "level0", "level1", "level2")
 EXPORT_TYPES = ("text", "db")
@@ -43,16 +45,12 @@ MAX_YAML_NODES = 200_000  # a config file's nodes with every YAML alias expanded
 def backend_choices() -> tuple[str, ...]:
     """The allowed values of `integrated.backend`: `auto` and every registered capture backend,
     asked at check time (a backend registered by the user counts)."""
-    from mindspeed_profiler.backends.registry import AUTO, backend_names  # lazy: backends import this module
-
     return (AUTO,) + backend_names()
 
 
 def system_backend_choices() -> tuple[str, ...]:
     """The allowed values of `system.backend`: every registered system backend (system/backends/:
     nsight, rocprof_sys, msprof, py_spy, and what the user registers), asked at check time."""
-    from mindspeed_profiler.system.backends import system_backend_names  # lazy: the registry imports its modules
-
     return system_backend_names()
 
 
@@ -392,26 +390,3 @@ def check_dir_path(value: Any, path: str, problems: Problems) -> Any:
         problems.append((path, f"got {describe(value)}; expected a directory path or null"))
         return BAD
     return expand_path(value, path, problems)
-
-
-def unwritable(path: str) -> str | None:
-    """Why `path` cannot be used as an output directory, or None. Creates nothing."""
-    try:
-        target = Path(path).expanduser()
-        target.exists()
-    except (OSError, RuntimeError, ValueError) as exc:
-        return f"got {path[:80]!r}: cannot be used as a path ({type(exc).__name__}: {exc})"
-    if target.exists():
-        if not target.is_dir():
-            return f"got {path!r}: it exists and is a file, not a directory"
-        if not os.access(target, os.W_OK | os.X_OK):
-            return f"got {path!r}: the directory is not writable by this user"
-        return None
-    parent = target.absolute().parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        return f"got {path!r}: {str(parent)!r} exists and is a file, so the directory cannot be created"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"got {path!r}: cannot create it, {str(parent)!r} is not writable by this user"
-    return None

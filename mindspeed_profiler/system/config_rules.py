@@ -4,12 +4,14 @@ steps only for a backend that can be limited to them, a writable output director
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from mindspeed_profiler.config.checks import system_backend_choices, unwritable
-from mindspeed_profiler.config.errors import ROOT_KEY, Problems
-from mindspeed_profiler.formats import SYSTEM_DIR
-from mindspeed_profiler.system.backends import system_backend
+from mindspeed_profiler.fileio import unwritable
+from mindspeed_profiler.formats import CONFIG_ROOT_KEY as ROOT_KEY, SYSTEM_DIR
+from mindspeed_profiler.system.backends import system_backend, system_backend_names as system_backend_choices
+
+if TYPE_CHECKING:  # the config package calls these rules (config/validate.py); they never import it
+    from mindspeed_profiler.config.errors import Problems
 
 # How messages name a backend's settings field.
 _FIELD_NOUN = {"options": "options", "flags": "flags", "args": "arguments"}
