@@ -15,6 +15,10 @@ class YamlRefused(ValueError):
     """Not valid YAML, or one that expands beyond MAX_NODES; str() says which, briefly."""
 
 
+class YamlTooLarge(YamlRefused):
+    """Valid or not, too large to read: over max_chars, or aliases expanding beyond max_nodes."""
+
+
 def expanded_size(node: Any, memo: dict[int, int], limit: int) -> int:
     """How many nodes `node` (a composed YAML node) stands for with every alias expanded; stops
     counting past `limit`. Aliases share node objects, so the memo keeps this linear in the text."""
@@ -42,11 +46,11 @@ def load(text: str, max_nodes: int = MAX_NODES, max_chars: int | None = None) ->
     import yaml
 
     if max_chars is not None and len(text) > max_chars:
-        raise YamlRefused(f"{len(text):,} characters; a value here is at most {max_chars:,}")
+        raise YamlTooLarge(f"{len(text):,} characters; a value here is at most {max_chars:,}")
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         if node is not None and expanded_size(node, {}, max_nodes) > max_nodes:
-            raise YamlRefused(f"YAML aliases expand to more than {max_nodes:,} nodes (a \"billion laughs\"?); "
+            raise YamlTooLarge(f"YAML aliases expand to more than {max_nodes:,} nodes (a \"billion laughs\"?); "
                               "expand the anchors by hand or use fewer")
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

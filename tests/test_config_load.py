@@ -174,3 +174,15 @@ def test_registered_stage_is_accepted():
     assert load_config({"integrated": {"stage": "reward_compute"}}).integrated.stage == "reward_compute"
     with pytest.raises(ValueError):
         register_stage("all")
+
+
+def test_the_optional_prefix_is_not_an_override_level():
+    """MAX_OVERRIDE_DEPTH counts the key inside our block: `profiler_config.` is optional."""
+    from mindspeed_profiler.config import MAX_OVERRIDE_DEPTH
+
+    deep = ".".join(["integrated"] + ["x"] * (MAX_OVERRIDE_DEPTH - 1))
+    for key in (deep, "profiler_config." + deep):   # at the limit: read (and refused as unknown, not as deep)
+        with pytest.raises(ProfilerConfigError, match="unknown key"):
+            load_config(None, [f"{key}=1"])
+    with pytest.raises(ProfilerConfigError, match="dotted parts"):
+        load_config(None, [f"profiler_config.{deep}.x=1"])

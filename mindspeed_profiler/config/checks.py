@@ -8,7 +8,7 @@ import re
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
-from mindspeed_profiler import stages as _stages
+from mindspeed_profiler import stages as _stages, yaml_bounded
 from mindspeed_profiler.backends.registry import AUTO, backend_names
 from mindspeed_profiler.config.errors import BAD, Checker, Problems, describe, hint
 from mindspeed_profiler.fileio import unwritable  # noqa: F401 - validate and the system rules name it here too
@@ -39,7 +39,7 @@ NAME_MAX = 255     # bytes in one path component (Linux file systems)
 PATH_MAX = 4096    # bytes in a whole path
 MAX_OVERRIDE_DEPTH = 16  # dotted parts in one override key (the schema is three levels deep)
 MAX_UNKNOWN_REPORTED = 10  # unknown keys of one section listed (with a hint each); the rest are counted
-MAX_YAML_NODES = 200_000  # a config file's nodes with every YAML alias expanded (a "billion laughs" is refused)
+MAX_YAML_NODES = yaml_bounded.MAX_NODES  # a config file's nodes with every YAML alias expanded (a "billion laughs" is refused)
 
 
 def backend_choices() -> tuple[str, ...]:

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping
 from mindspeed_profiler import yaml_bounded
 from mindspeed_profiler.config import dialects
 from mindspeed_profiler.config.containers import deep_copy, to_container
-from mindspeed_profiler.config.checks import MAX_OVERRIDE_DEPTH, MAX_YAML_NODES, path_problem
+from mindspeed_profiler.config.checks import MAX_OVERRIDE_DEPTH, path_problem
 from mindspeed_profiler.config.errors import ROOT_KEY, SECTIONS, ProfilerConfigError, describe
 from mindspeed_profiler.config.schema import INTEGRATED_FIELDS, ProfilerConfig
 from mindspeed_profiler.config.validate import validate
@@ -30,7 +30,7 @@ def load_yaml(path: Path) -> Any:
     except OSError as exc:
         raise ProfilerConfigError([(where, f"cannot read: {exc.strerror or exc}")]) from None
     try:
-        return yaml_bounded.load(text, max_nodes=MAX_YAML_NODES)
+        return yaml_bounded.load(text)
     except yaml_bounded.YamlRefused as exc:
         raise ProfilerConfigError([(where, str(exc))]) from None
     except RecursionError:
@@ -127,9 +127,10 @@ def parse_override(text: str) -> Override:
     parts = [p for p in key.split(".") if p]
     if not parts or parts == [ROOT_KEY]:
         raise ProfilerConfigError([(shown(text), "override has no key")])
-    if len(parts) > MAX_OVERRIDE_DEPTH:
+    depth = len(parts) - (parts[0] == ROOT_KEY)   # the optional `profiler_config.` prefix is not a level
+    if depth > MAX_OVERRIDE_DEPTH:
         raise ProfilerConfigError([(text[:120] + ("..." if len(text) > 120 else ""),
-                                    f"override key has {len(parts)} dotted parts; the config is 3 levels deep "
+                                    f"override key has {depth} dotted parts; the config is 3 levels deep "
                                     f"(e.g. profiler_config.integrated.stage=actor_update)")])
     try:
         value = yaml_bounded.load_value(raw_value)
@@ -200,29 +201,28 @@ def _load(source: Any, overrides: Any, check_paths: bool) -> ProfilerConfig:
         block: dict[str, Any] = source.to_dict()[ROOT_KEY]
     else:
         data, origin = read_source(source)
-        if dialects.foreign_layout(data):
-            # a verl / RLinf YAML: overrides in its own keys change it before it is translated
-            theirs = [o for o in parsed if not o.ours]
-            if theirs:
-                data = deep_copy(data)
-                for o in theirs:
-                    apply_override(data, list(o.parts), o.value)
-                parsed = [o for o in parsed if o.ours]
+        data, parsed = _apply_theirs(data, parsed)
         block = deep_copy(find_our_block(data, origin))
     for o in parsed:
         apply_override(block, o.block_parts, o.value)
     return validate(block, check_paths=check_paths)
 
 
+def _apply_theirs(data: Any, parsed: list[Override]) -> tuple[Any, list[Override]]:
+    """For a verl / RLinf YAML: a copy with the overrides written in its own keys applied (before it
+    is translated), and the overrides left for our block; any other data as it is, with all of them."""
+    theirs = [o for o in parsed if not o.ours]
+    if not theirs or not dialects.foreign_layout(data):
+        return data, parsed
+    data = deep_copy(data)
+    for o in theirs:
+        apply_override(data, list(o.parts), o.value)
+    return data, [o for o in parsed if o.ours]
+
+
 def split_overrides(data: Any, overrides: Iterable[str]) -> tuple[Any, list[str]]:
     """(Kept for callers of the old two-step loading; load_config does this itself.) For a verl or
     RLinf config: a copy of it with the overrides written in its own keys applied, and the texts of
     the overrides that address our block."""
-    parsed = parse_overrides(overrides)
-    if not dialects.foreign_layout(data):
-        return data, [o.text for o in parsed]
-    data = deep_copy(data)
-    for o in parsed:
-        if not o.ours:
-            apply_override(data, list(o.parts), o.value)
-    return data, [o.text for o in parsed if o.ours]
+    data, ours = _apply_theirs(data, parse_overrides(overrides))
+    return data, [o.text for o in ours]

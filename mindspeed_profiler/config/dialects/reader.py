@@ -66,9 +66,9 @@ class Reader:
             if comma:
                 try:
                     default = yaml_bounded.load_value(rest)
-                except yaml_bounded.YamlRefused as exc:
-                    if len(rest) > yaml_bounded.MAX_VALUE_CHARS or "expand" in str(exc):
-                        raise ProfilerConfigError([(where, f"the default of {value[:80]!r}...: {exc}")]) from None
+                except yaml_bounded.YamlTooLarge as exc:
+                    raise ProfilerConfigError([(where, f"the default of {value[:80]!r}...: {exc}")]) from None
+                except yaml_bounded.YamlRefused:   # not YAML: OmegaConf keeps the text
                     default = rest.strip()
             else:
                 default = None
