@@ -34,6 +34,9 @@ SYSTEM_DIR = "system"
 ANALYSIS_DIR = "analysis"
 RUN_FILE = "run.json"
 RUN_SCHEMA = 1
+# The largest rank (and step number) an input may name: a 32-bit count, what the analysis tables
+# (SQLite INTEGER, numpy int64 sums) hold safely; a 20-digit "rank" is no real worker's.
+MAX_RANK = 2**31 - 1
 # Every run has an id (run.json, each capture's metadata, each segment header), so that two runs
 # written into one directory are never mixed. The driver makes it (manifest.start_run) and passes it
 # to the workers in the config (`profiler_config.run_id`) and in this environment variable.

@@ -28,6 +28,7 @@ from .collect import (  # noqa: F401  (the names the batch has always offered)
     run_captures,
     run_in_process,
     select_run,
+    stderr_log,
 )
 from .outputs import write_summary
 from .pool import Limits
@@ -89,8 +90,7 @@ def analyse_directory(root: str | Path, jobs: int | None = None, export_type: st
     jobs = jobs or os.cpu_count() or 1
     opts = CollectOptions(jobs=jobs, top_n=top_n, export_type=export_type,
                           progress=sys.stderr.isatty() if progress is None else progress, fn=fn,
-                          limits=limits or default_limits(), log=log or (lambda m: print(m, file=sys.stderr)),
-                          python=python, run=run)
+                          limits=limits or default_limits(), log=log or stderr_log, python=python, run=run)
     if collector is None:
         if ray:
             from .ray_batch import RayCollector, RayOptions

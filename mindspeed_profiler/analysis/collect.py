@@ -22,7 +22,7 @@ POOL_MIN_BYTES = 8 << 20   # below this, starting worker processes costs more th
 UNPARSED = "unparsed"
 
 
-def _stderr_log(message: str) -> None:
+def stderr_log(message: str) -> None:
     print(message, file=sys.stderr)
 
 
@@ -38,7 +38,7 @@ class CollectOptions:
     progress: bool = False
     fn: Callable = analyse_capture
     limits: Limits = field(default_factory=Limits)
-    log: Callable[[str], None] = _stderr_log
+    log: Callable[[str], None] = stderr_log
     python: str = sys.executable
     run: str | None = None
 

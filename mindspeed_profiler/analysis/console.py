@@ -22,7 +22,7 @@ from rich.text import Text
 from mindspeed_profiler import formats
 
 from . import display
-from .display import capture_worker as _worker, pct as _pct, who as _who
+from .display import capture_worker as _worker, pct as _pct
 
 MAX_ROWS = 40            # rows of the captures and stage x worker tables before the rest is hidden
 PER_RANK_COLUMNS = 4     # a stage with at most this many captures gets one column per capture
@@ -229,11 +229,11 @@ def _breakdown(con: Console, summary: dict) -> None:
     order = {id(c): k for k, c in enumerate(_trace_caps(summary))}
     recs = list(display.step_breakdown(summary))
     own = sorted((rec for rec in recs if id(rec[1]) in order), key=lambda rec: order[id(rec[1])])   # stable: steps in order
-    cluster = sorted((rec for rec in recs if rec[1]["kind"] == "cluster"),
+    cluster = sorted((rec for rec in recs if rec[2]["source"] == "cluster"),
                      key=lambda rec: (rec[0], _rank_key(rec[2]["rank"]), str(rec[2]["step"])))
     rows = []
     for _, c, r in own + cluster:
-        is_cluster = c["kind"] == "cluster"
+        is_cluster = r["source"] == "cluster"
         rows.append(["" if is_cluster else _t(c.get("stage") or ""),
                      _t(r["rank"]) if is_cluster else _t(_worker(c) or c["path"]),
                      "" if is_cluster else _t(r["device_id"]), _t(r["step"]),
@@ -294,7 +294,7 @@ def _timeline(con: Console, summary: dict) -> None:
 
 
 def _slow_ranks(con: Console, summary: dict) -> None:
-    sr = summary.get("slow_ranks") or []
+    sr = display.slow_ranks(summary)
     thr = (summary.get("options") or {}).get("threshold")
     flagged = [r for r in sr if r["flagged"]]
     con.print()
@@ -304,12 +304,12 @@ def _slow_ranks(con: Console, summary: dict) -> None:
     if not flagged:
         top = max(sr, key=lambda r: r["ratio"])
         con.print(f"Slow ranks: none flagged ({len(sr)} ranks / workers compared with their stage's median, threshold "
-                  f"{_t(thr)}); highest: {_t(top['source'])} {_t(top['stage'])} {_t(_who(top))} ratio {top['ratio']:.2f} "
+                  f"{_t(thr)}); highest: {_t(top['source'])} {_t(top['stage'])} {_t(top['worker'] or '')} ratio {top['ratio']:.2f} "
                   f"({_t(top.get('reason') or '')})", highlight=False)
         return
     several_runs = len(summary.get("runs") or []) > 1
     rows = [[_t(r.get("run_id") or "") if several_runs else "", _t(r["source"]), _t(r["stage"]), _t(r["metric"]),
-             _t(_who(r)), _ms(r["value_us"]), _ms(r["median_us"]), f"{r['ratio']:.2f}",
+             _t(r['worker'] or ''), _ms(r["value_us"]), _ms(r["median_us"]), f"{r['ratio']:.2f}",
              "" if r.get("n") is None else str(r["n"]), _t(r.get("reason") or "")] for r in flagged[:MAX_ROWS]]
     hidden = len(flagged) - len(rows)
     con.print(_table(f"Slow ranks: {len(flagged)} flagged (ratio to the stage's median > {_t(thr)})",
@@ -330,9 +330,7 @@ def _findings(con: Console, summary: dict) -> None:
                      f"{r['count']} calls ({_pct(r['total_us'] / run) if run else ''} of the iterations)")
     comm = []
     for c in _trace_caps(summary):
-        cm = c.get("communication") or {}
-        share = max([x for x in ((cm.get("host") or {}).get("share_of_wall"), (cm.get("device") or {}).get("share_of_busy"))
-                     if x is not None], default=None)
+        share = max([x for x in display.comm_shares(c) if x is not None], default=None)
         if share is not None:
             comm.append((share, c))
     if comm:

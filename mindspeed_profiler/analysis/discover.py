@@ -13,7 +13,7 @@ from mindspeed_profiler import formats
 from .inputs import DEFAULT_FILE_KIND, input_kind, input_kinds
 
 UNREADABLE = "unreadable"
-MAX_RANK = 2**31 - 1   # ranks and iterations a table (SQLite INTEGER, numpy int64 sums) holds safely
+MAX_RANK = formats.MAX_RANK
 
 
 @dataclass

@@ -7,14 +7,13 @@ from __future__ import annotations
 from typing import Iterator
 
 from .analyzers.critical_path import path_text
-from .questions import COMMUNICATION, STEP_BREAKDOWN
-from .rows import worker_name
+from .questions import COMMUNICATION, SLOW_RANKS, STEP_BREAKDOWN
 
 # the step_breakdown fields both renderers show, in their column order
 BREAKDOWN_CELLS = ("computing_us", "communication_exposed_us", "overlapped_us", "free_us", "bubble_us", "preparing_us",
                    "stage_us")
 
-__all__ = ["BREAKDOWN_CELLS", "path_text", "short", "pct", "who", "capture_worker", "capture_label", "comm_shares", "by_text",
+__all__ = ["BREAKDOWN_CELLS", "path_text", "short", "pct", "slow_ranks", "capture_worker", "capture_label", "comm_shares", "by_text",
            "step_breakdown", "communication"]
 
 
@@ -28,9 +27,10 @@ def pct(x) -> str:
     return "" if x is None else f"{100 * x:.1f}%"
 
 
-def who(r: dict) -> str:
-    """A stage_rank / slow_ranks row's worker ("role:rank", the timeline's worker name), or ""."""
-    return worker_name(r.get("role"), r.get("rank")) or ""
+def slow_ranks(summary: dict) -> list[dict]:
+    """summary.json's slow_ranks rows, each with its `worker` ("role:rank", the timeline's worker
+    name; None without a rank), as the slow_ranks row model gives them."""
+    return [raw for _, _, raw, _ in SLOW_RANKS.records(summary)]
 
 
 def capture_worker(c: dict) -> str:

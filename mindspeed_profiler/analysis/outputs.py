@@ -7,11 +7,12 @@ from pathlib import Path
 import orjson
 
 from mindspeed_profiler import formats
-from mindspeed_profiler.fileio import write_atomic  # noqa: F401 - report/ writes through it too
+from mindspeed_profiler.fileio import write_atomic
+
+from .rows import INT64
 
 
 _OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
-_INT64 = 2**63
 
 
 def write_summary(path: Path, summary: dict) -> None:
@@ -33,7 +34,7 @@ def _fit_ints(v, where: str, found: list[str]):
     if isinstance(v, bool):
         return v
     if isinstance(v, int):
-        if -_INT64 <= v < _INT64:
+        if -INT64 <= v < INT64:
             return v
         found.append(where or "/")
         return float(v)

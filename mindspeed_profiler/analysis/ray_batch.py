@@ -32,6 +32,7 @@ from mindspeed_profiler import formats
 
 from .collect import UNPARSED, Collected, CollectOptions, ProgressBar, run_in_process, select_run
 from .discover import Capture
+from .inputs import input_kinds
 from .pool import failed_result
 from .ray_node import (  # noqa: F401  (resolve_dir, fingerprint: importable from here as before)
     _unpack,
@@ -447,8 +448,6 @@ class _Driver:
     def prepare(self, items: list[Item]) -> list[Item]:
         """The input kinds' prepare step, on each node for its captures (raw Ascend parsing where
         torch_npu + CANN work); returns the captures left to analyse."""
-        from .inputs import input_kinds
-
         kinds = {k.name for k in input_kinds() if k.prepare is not None}
         todo: dict[str, list[Item]] = {}
         for it in items:

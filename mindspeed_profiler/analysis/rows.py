@@ -153,9 +153,17 @@ def worker_name(role: Any, rank: Any) -> str | None:
     return f"{role}:{rank}"
 
 
+INT64 = 2**63   # SQLite INTEGER and JSON readers hold [-INT64, INT64)
+
+
+def int64(v: Any) -> int | None:
+    """`v` if it is an integer (never a bool) a 64-bit column holds; None for anything else."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and -INT64 <= v < INT64 else None
+
+
 def rank_number(rank: Any) -> int | None:
     """The integer rank of a row whose rank is a number or a timeline worker name ("actor:3" -> 3)."""
     if isinstance(rank, str):
         tail = rank.rsplit(":", 1)[-1]
         return int(tail) if tail.isascii() and tail.isdigit() and len(tail) < 19 else None
-    return rank if isinstance(rank, int) and not isinstance(rank, bool) and -2**63 <= rank < 2**63 else None
+    return int64(rank)

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable
 from mindspeed_profiler.fileio import atomic_path
 
 from .questions import BY_TABLE, MODELS
-from .rows import Field, RowModel
+from .rows import INT64, Field, RowModel, int64
 
 
 def create_table(m: RowModel) -> str:
@@ -48,21 +48,16 @@ CREATE INDEX critical_path_iteration ON critical_path(iteration, position);
 """
 
 
-_INT64 = 2**63
-
-
-def _int(v) -> int | None:
-    """An integer value SQLite can hold (bool is not one); None for anything else."""
-    return v if isinstance(v, int) and not isinstance(v, bool) and -_INT64 <= v < _INT64 else None
+_int = int64   # an integer value SQLite can hold (bool is not one); None for anything else
 
 
 def _step(v):
     """A numbered step as an integer; any other label kept as it is (text)."""
     if _int(v) is not None:
         return v
-    if isinstance(v, float) and v.is_integer() and abs(v) < _INT64:
+    if isinstance(v, float) and v.is_integer() and abs(v) < INT64:
         return int(v)
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit() and abs(int(v)) < _INT64:
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit() and abs(int(v)) < INT64:
         return int(v)
     return None if v is None else str(v)
 

@@ -130,10 +130,10 @@ def _db_step(v):
     return step_label(m.group(1)) if m else step_label(v)
 
 
-def collective_rows_from_db(rows: list[dict], rank: int | None = None) -> list[dict]:
+def collective_rows_from_db(rows: list[dict]) -> list[dict]:
     """cluster_analysis.db's ClusterCommunicationTime, or torch_npu's analysis.db CommAnalyzerTime
     (one rank's; times in ms), as collective_rows()."""
-    return [{"rank": r.get("rank_id", rank), "step": _db_step(r.get("step")),
+    return [{"rank": r.get("rank_id"), "step": _db_step(r.get("step")),
              "type": r.get("type"), "op": r.get("hccl_op_name"), "group": r.get("group_name"),
              "start_us": _f(r.get("start_timestamp")) or None,
              "elapse_us": _f(r.get("elapsed_time", r.get("elapse_time"))) * 1e3,

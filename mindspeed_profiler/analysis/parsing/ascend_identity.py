@@ -51,7 +51,7 @@ def _int(v) -> int | None:
     if isinstance(v, bool):
         return None
     if isinstance(v, int):
-        return v if abs(v) < 2**31 else None
+        return v if abs(v) <= formats.MAX_RANK else None
     if isinstance(v, str) and v.strip().lstrip("-").isdigit() and len(v.strip()) < 10:
         return int(v.strip())
     return None

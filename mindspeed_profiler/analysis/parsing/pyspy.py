@@ -45,14 +45,6 @@ class PySpyTrace:
     def end_us(self) -> float:
         return max((s[1] for s in self.spans), default=0.0)
 
-    def stack_frames(self, sid: int) -> list[int]:
-        """The frames of stack `sid`, outermost first."""
-        out = []
-        while sid >= 0:
-            sid, frame, _ = self.stacks[sid]
-            out.append(frame)
-        return out[::-1]
-
 
 MAX_BYTES = 2 << 30
 

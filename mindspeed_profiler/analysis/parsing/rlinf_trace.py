@@ -66,7 +66,7 @@ def _group_stage(cat: str, name: str) -> str:
     return f"{group}/{name}"
 
 
-MAX_NUMBER = 2**31 - 1   # ranks and step numbers a table holds (a 20-digit one is no real worker's)
+MAX_NUMBER = formats.MAX_RANK   # ranks and step numbers a table holds
 
 
 def _worker(pid: str) -> tuple[str, int]:

@@ -14,6 +14,7 @@ from . import sections
 from .fmt import ms
 from .sections import MAX_ITERATION_ROWS
 from .timeline_svg import BAR_CAP, MIN_SPAN_PX
+from mindspeed_profiler.fileio import write_atomic
 
 LONG_TABLE = 50            # tables longer than this are collapsed into a <details>
 
@@ -41,7 +42,5 @@ def render(summary: dict, report_dir: str | Path | None = None) -> str:
 
 def write_report(path: Path | str, summary: dict) -> Path:
     """Render and write atomically (a failed write leaves the previous report, not half a page)."""
-    from ..outputs import write_atomic
-
     path = Path(path)
     return write_atomic(path, render(summary, path.parent).encode("utf-8"))

@@ -1,8 +1,6 @@
 """Text formatting shared by the charts, the tables and the templates."""
 from __future__ import annotations
 
-from ..display import short  # noqa: F401 - one rule for both renderers (display.py)
-
 
 def ms(us: float | None) -> str:
     """Microseconds as milliseconds with thousands separators; empty when unknown."""

@@ -243,14 +243,14 @@ def step_breakdown(summary: dict, links: Links) -> Table | None:
 
 
 def slow_ranks(summary: dict) -> dict | None:
-    sr = summary.get("slow_ranks")
+    sr = display.slow_ranks(summary)
     if not sr:
         return None
     several = len(summary.get("runs") or []) > 1
     return {"threshold": (summary.get("options") or {}).get("threshold"),
             "n_flagged": sum(1 for r in sr if r["flagged"]), "table": Table(
         ["run", "source", "stage", "metric", "worker", "value ms", "median ms", "ratio", "samples", "reason"],
-        [[r.get("run_id") if several else "", r["source"], r["stage"], r["metric"], display.who(r), ms(r["value_us"]),
+        [[r.get("run_id") if several else "", r["source"], r["stage"], r["metric"], r["worker"] or "", ms(r["value_us"]),
           ms(r["median_us"]), f"{r['ratio']:.3f}", r.get("n"), r.get("reason")]
          for r in sr], frozenset({0, 1, 2, 3, 4, 9}), [r["flagged"] for r in sr]).without_empty_columns()}
 

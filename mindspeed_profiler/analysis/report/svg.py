@@ -11,7 +11,8 @@ from typing import Callable, Iterable, NamedTuple
 
 from markupsafe import Markup, escape
 
-from .fmt import ms, short
+from ..display import short
+from .fmt import ms
 
 PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#bab0ac"]
