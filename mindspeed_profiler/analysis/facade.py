@@ -122,6 +122,15 @@ class RunAnalysis:
         """Ascend memory records per component: peaks of allocated, reserved and active bytes."""
         return self.rows(q.NPU_MEMORY)
 
+    def idle_causes(self) -> Rows:
+        """Per device stream of a Kineto capture: idle time by cause (host wait, kernel wait, other),
+        as HolisticTraceAnalysis defines it (docs/diagnosis.md)."""
+        return self.rows(q.IDLE_CAUSES)
+
+    def kernel_launches(self) -> Rows:
+        """Per Kineto capture: kernel launch delays and CPU vs device durations (HTA's launch stats)."""
+        return self.rows(q.KERNEL_LAUNCHES)
+
     def warnings(self) -> Rows:
         """Every warning: the summary's own (capture identity empty) and each capture's, errors too."""
         return self.rows(q.WARNINGS)

@@ -14,6 +14,7 @@ from .analyzers.breakdown import BREAKDOWN, DEVICE_FIELDS
 from .analyzers.communication import COLLECTIVES, COMMUNICATION
 from .analyzers.critical_path import CRITICAL_PATH
 from .analyzers.crossrank import SLOW_RANKS, STAGE_RANK
+from .analyzers.idle_causes import IDLE_CAUSES, KERNEL_LAUNCHES
 from .analyzers.kernels import KERNEL_TOTALS, KERNELS
 from .analyzers.memory import MEMORY_PEAKS, MEMORY_SITES, NPU_MEMORY
 from .analyzers.ops import OP_TOTALS, OPS
@@ -96,6 +97,7 @@ MODELS: tuple[RowModel, ...] = (
     RUNS, CAPTURES, WARNINGS, COMMUNICATION, COLLECTIVES, EVENTS, OPS, KERNELS, OP_TOTALS, KERNEL_TOTALS,
     ANNOTATIONS, STEPS, STEP_BREAKDOWN, STAGE_RANK, SLOW_RANKS, SPANS, TIMELINE_STAGES, ITERATIONS, TIMELINE_IDLE,
     STAGE_WORKER, BREAKDOWN, CRITICAL_PATH, MEMORY_PEAKS, MEMORY_SITES, NPU_MEMORY,
+    IDLE_CAUSES, KERNEL_LAUNCHES,
 )
 BY_TABLE = {m.table: m for m in MODELS}
 

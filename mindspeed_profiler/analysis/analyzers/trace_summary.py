@@ -9,6 +9,7 @@ from .annotations import top_annotations
 from .breakdown import trace_breakdown
 from .classify import ClassifiedTrace, classified
 from .communication import communication_summary, device_communication, host_communication
+from .idle_causes import trace_idle_causes
 from .kernels import kernel_rows, kernel_totals, top_kernels
 from .ops import op_rows, op_totals, top_ops
 from .steps import trace_steps
@@ -36,6 +37,7 @@ def summarise_classified(ct: ClassifiedTrace, top_n: int = 20) -> dict:
     out["wall_us"] = float(ct.end[keep].max()) - start
     out["steps"] = trace_steps(ct)
     out["device"] = trace_breakdown(ct)
+    out.update(trace_idle_causes(ct))
     ops, kernels = op_rows(ct), kernel_rows(ct)
     out["annotations"] = top_annotations(ct, top_n)
     out["communication"] = communication(ct, out["device"], out["wall_us"], ops + out["annotations"], kernels, top_n)
