@@ -83,27 +83,18 @@ def test_fifo_and_dev_zero_under_timeline_names_do_not_hang(tmp_path):
 
 
 def test_whitespace_gzip_bomb_is_linear(tmp_path):
-    """64 MB of whitespace between two events, gzipped to 64 KB (was 22 s, 296 MB): the parse time
-    grows with the inflated size, not faster (a ratio measured in one run: linear is 4x for 4x the
-    whitespace; the bound leaves room for a loaded machine), and both events are read."""
-    def bomb(mb: int) -> float:
-        d = tmp_path / f"ws{mb}"
-        d.mkdir()
-        raw = b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1, "pid": 1, "tid": 1},' + b" " * (mb << 20) + \
-            b'{"ph": "X", "name": "b", "ts": 2, "dur": 1, "pid": 1, "tid": 1}]}'
-        (d / "bomb.json.gz").write_bytes(gzip.compress(raw, 9))
-        assert (d / "bomb.json.gz").stat().st_size < (mb + 16) << 10   # about 1 KB per MB
-        best = float("inf")
-        for _ in range(2):
-            t = time.perf_counter()
-            summary, code = analyse_directory(d, jobs=1, progress=False, write=False)
-            best = min(best, time.perf_counter() - t)
-            assert code == 0 and summary["captures"][0]["n_complete_events"] == 2
-        return best
-
-    small, big = bomb(16), bomb(64)
-    assert big / small < 8, f"16 MB: {small:.2f} s, 64 MB: {big:.2f} s"
-    assert big < 10   # the old parser took 22 s on the 64 MB one
+    """64 MB of whitespace between two events, gzipped to 64 KB: both events are read, and the
+    reader streams the whitespace (was 22 s and 296 MB). Measured here at about 0.2 s, all but noise:
+    a ratio of two such times is noise too (it flaked), so the guard is a ceiling far above the
+    streaming reader and far below the old one."""
+    raw = b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1, "pid": 1, "tid": 1},' + b" " * (64 << 20) + \
+        b'{"ph": "X", "name": "b", "ts": 2, "dur": 1, "pid": 1, "tid": 1}]}'
+    (tmp_path / "bomb.json.gz").write_bytes(gzip.compress(raw, 9))
+    assert (tmp_path / "bomb.json.gz").stat().st_size < 80 << 10          # a 64 KB file
+    t = time.perf_counter()
+    summary, code = analyse_directory(tmp_path, jobs=1, progress=False, write=False)
+    assert time.perf_counter() - t < 10   # the old parser took 22 s
+    assert code == 0 and summary["captures"][0]["n_complete_events"] == 2
 
 
 def test_per_capture_time_limit_fails_only_that_capture(tmp_path, shared_data):
