@@ -131,6 +131,12 @@ class RunAnalysis:
         """Per Kineto capture: kernel launch delays and CPU vs device durations (HTA's launch stats)."""
         return self.rows(q.KERNEL_LAUNCHES)
 
+    def links(self) -> Rows:
+        """Ascend communication matrix across the ranks: per step, group, op and src-dst link, the
+        transport, MB, ms and GB/s as msprof-analyze's cluster_communication_matrix, and `slow`
+        (below half the median of its transport's links; docs/diagnosis.md, "Links")."""
+        return self.rows(q.LINKS)
+
     def warnings(self) -> Rows:
         """Every warning: the summary's own (capture identity empty) and each capture's, errors too."""
         return self.rows(q.WARNINGS)

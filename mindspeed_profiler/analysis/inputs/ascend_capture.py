@@ -30,6 +30,7 @@ from ..analyzers.classify import classified
 from ..analyzers.collectives import collective_summary, link_summary
 from ..analyzers.communication import communication_summary, device_communication, is_comm_kind
 from ..analyzers.kernels import detail_kernels, kernel_class, kernel_totals, kernel_types
+from ..analyzers.links import capture_matrix
 from ..analyzers.memory import npu_memory_summary
 from ..analyzers.trace_summary import collective_calls, summarise_classified
 from ..parsing.ascend_comm import collective_rows, collective_rows_from_db, link_rows, link_rows_from_db, load_json
@@ -259,7 +260,7 @@ def _communication(files: AscendFiles, adb: dict, out: dict, krows: list[dict], 
     the collectives by time (the ops of the events, else kernel_details' HCCL rows, else
     communication.json's ops), `collectives` (communication.json, else analysis.db's
     CommAnalyzerTime: wait / transit per op) and `links` (communication_matrix.json, else
-    CommAnalyzerMatrix: per transport)."""
+    CommAnalyzerMatrix: per transport; `communication_matrix`: its rows per group and op)."""
     prev = out.get("communication") or {}
     calls = [c for c in prev.get("top") or [] if c.get("where") == "device"] or collective_calls(krows)
     host_calls = [c for c in prev.get("top") or [] if c.get("where") == "host"]
@@ -274,19 +275,23 @@ def _communication(files: AscendFiles, adb: dict, out: dict, krows: list[dict], 
     if not calls and collectives:
         calls = [{"name": o["name"], "where": "device", "count": o["count"], "total_us": o["elapse_us"]}
                  for o in collectives["top"]]
+    lrows = None
     if files.matrix:
         try:
-            links = link_summary(link_rows(load_json(files.matrix)))
+            lrows = link_rows(load_json(files.matrix))
         except (OSError, ValueError) as exc:
             warnings.append(f"{files.matrix.name}: unreadable ({type(exc).__name__}: {exc})")
     elif adb.get("CommAnalyzerMatrix"):
-        links = link_summary(link_rows_from_db(adb["CommAnalyzerMatrix"]))
+        lrows = link_rows_from_db(adb["CommAnalyzerMatrix"])
+    links = link_summary(lrows) if lrows else None
     summary = communication_summary(device_communication(out.get("device")), prev.get("host"), calls + host_calls, top_n)
     if summary is None and (collectives or links):
         summary = {"device": None, "host": None, "top": sorted(calls, key=lambda r: -r["total_us"])[:top_n]}
     if summary is not None:
         summary["collectives"] = collectives
         summary["links"] = links
+        if lrows:   # the links per group and op, joined over the ranks by analyzers/links.py
+            summary["communication_matrix"] = capture_matrix(lrows)
     return summary
 
 
