@@ -20,6 +20,7 @@ import pytest
 from mindspeed_profiler import formats, load_config
 from mindspeed_profiler.system.finish import wait_for_reports
 from mindspeed_profiler.system.launch import MODULE, plan_launch, split_argv
+from mindspeed_profiler.system.regroup import MODULE as REGROUP
 from mindspeed_profiler.system.settings import group_selected, unmatched_groups, worker_runtime_env
 from mindspeed_profiler.system.spec import WorkerSpec
 from conftest import REPO_ROOT
@@ -27,7 +28,7 @@ from conftest import REPO_ROOT
 FAKE_TOOL = r'''#!{python}
 """A fake {tool}: records argv and environment, runs the wrapped command, writes its report only
 after the command exited normally (as nsys / rocprof-sys / msprof do)."""
-import json, os, signal, subprocess, sys
+import json, os, signal, subprocess, sys, time
 from pathlib import Path
 
 tool = Path(sys.argv[0]).name
@@ -75,7 +76,10 @@ child = subprocess.Popen(cmd)
 for sig in (signal.SIGTERM, signal.SIGINT):
     signal.signal(sig, lambda s, f: child.send_signal(s))
 rc = child.wait()
+if log:  # why a report is missing: the wrapped process's exit status (negative: the signal)
+    (Path(log) / f"{{tool}}.{{os.getpid()}}.exit").write_text(str(rc))
 if rc == 0:
+    time.sleep(float(os.environ.get("FAKE_REPORT_DELAY_S", "0")))  # a real tool takes a while to write it
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps({{"fake": tool, "child_exit": rc}}))
 sys.exit(rc)
@@ -153,7 +157,10 @@ def test_plan_launch_and_argv():
     assert not plan.wrapped and plan.argv == ["py", "w.py"]
     assert "nsys not found on PATH" in plan.reason and "on node node-7 (group actor, rank 0)" in plan.reason
     plan = plan_launch(spec, ["py", "w.py"], which=lambda t: f"/bin/{t}")
-    assert plan.wrapped and plan.argv[:2] == ["/bin/nsys", "profile"] and plan.argv[-2:] == ["py", "w.py"]
+    # the worker's script runs through regroup (a process group of its own, away from the tool's)
+    assert plan.wrapped and plan.argv[:2] == ["/bin/nsys", "profile"] and plan.argv[-4:] == ["py", "-m", REGROUP, "w.py"]
+    rocprof = plan_launch(WorkerSpec("rocprof_sys", "actor", 0, "/out"), ["py", "w.py"], which=lambda t: f"/bin/{t}")
+    assert rocprof.argv[-3:] == ["--", "py", "w.py"]   # its report is written inside the worker: nothing to outlive
     assert split_argv(["tok", "--", "py", "a"]) == ("tok", ["py", "a"])
     with pytest.raises(ValueError):
         split_argv(["tok", "py"])

@@ -40,7 +40,10 @@ def test_user_actors_wrapped_with_steps_and_finished_on_their_node(ray_cluster, 
                        "system": {"backend": "nsight", "worker_groups": ["learner"], "steps": [2, 3],
                                   "output_dir": str(sysdir),
                                   "env": {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-                                          "FAKE_TOOL_LOG": str(tmp_path / "log")}}})
+                                          "FAKE_TOOL_LOG": str(tmp_path / "log"),
+                                          # as the real nsys: the report is written after the worker ended,
+                                          # while Ray's raylet kills the worker's process group (test_system_regroup)
+                                          "FAKE_REPORT_DELAY_S": "2"}}})
     capture = SystemCapture(cfg)
     envs = [capture.runtime_env("learner", r) for r in range(2)]
     actors = [Learner.options(runtime_env=env).remote(cfg.to_dict(), r) for r, env in enumerate(envs)]
@@ -57,7 +60,8 @@ def test_user_actors_wrapped_with_steps_and_finished_on_their_node(ray_cluster, 
     # as if the workers ran on another node: the wait runs there, as a zero-CPU task
     monkeypatch.setattr(ray_integration, "_driver_node_id", lambda: "another-node")
     done = capture.finish(timeout_s=60)
-    assert [(d["rank"], d["status"]) for d in done] == [(0, "complete"), (1, "complete")]
+    exits = {p.name: p.read_text() for p in (tmp_path / "log").glob("nsys.*.exit")}   # the worker's exit status, per fake
+    assert [(d["rank"], d["status"]) for d in done] == [(0, "complete"), (1, "complete")], (done, exits)
     logs = tool_logs(tmp_path / "log", "nsys")
     assert sorted(r["argv"][2:5] for r in logs) == [
         ["--capture-range=cudaProfilerApi", "--capture-range-end=repeat:2", f"--output={sysdir}/learner_rank{r}"]

@@ -6,6 +6,7 @@ a system profiler wraps each chosen worker's Python process.
     spec.py     WorkerSpec: one worker's settings, encoded for the launcher and the worker
     settings.py the per-actor Ray runtime_env (py_executable through the launcher, env vars)
     launch.py   the launcher: runs on the worker's node, execs into the tool (or the plain worker)
+    regroup.py  the worker's first step: a process group of its own, so Ray's cleanup never kills the tool
     watch.py    marks the report complete once the tool exits
     worker.py   inside the worker: iteration boundaries, the CUDA profiler range around listed steps
     finish.py, record.py   the driver's bounded wait for reports; run.json's `system` entry

@@ -26,6 +26,7 @@ from typing import Callable, NoReturn, Sequence
 from mindspeed_profiler import formats
 from mindspeed_profiler.system import supervise
 from mindspeed_profiler.system.backends import system_backend
+from mindspeed_profiler.system.regroup import regrouped
 from mindspeed_profiler.system.spec import WorkerSpec
 
 MODULE = "mindspeed_profiler.system.launch"
@@ -57,7 +58,8 @@ def plan_launch(spec: WorkerSpec, command: Sequence[str], which: Callable[[str],
         return Launch(list(command), False, backend.tool, None,
                       f"{backend.tool} not found on PATH (nor beside {sys.executable}) on node {host or socket.gethostname()} "
                       f"(group {spec.group}, rank {spec.rank}): the worker runs unwrapped")
-    return Launch(backend.command(tool_path, spec, command), True, backend.tool, tool_path, None)
+    worker = regrouped(command) if backend.report_after_worker else list(command)
+    return Launch(backend.command(tool_path, spec, worker), True, backend.tool, tool_path, None)
 
 
 def split_argv(argv: Sequence[str]) -> tuple[str, list[str]]:
