@@ -12,6 +12,7 @@ from typing import Callable
 
 from mindspeed_profiler import formats
 
+from . import advisor
 from .analyzers import crossrank
 from .capture import analyse_capture
 from .collect import (  # noqa: F401  (the names the batch has always offered)
@@ -122,6 +123,7 @@ def analyse_directory(root: str | Path, jobs: int | None = None, export_type: st
         **got.extra,
         "elapsed_s": None,
     }
+    summary["findings"] = advisor.findings(summary)   # after every row it reads is in the summary
     if not captures:
         return summary, code
     out = Path(out_dir) if out_dir else base / formats.ANALYSIS_DIR

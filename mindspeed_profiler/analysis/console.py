@@ -318,6 +318,22 @@ def _slow_ranks(con: Console, summary: dict) -> None:
                      caption=f"{hidden} more flagged (all in report.html / summary.json)" if hidden else None))
 
 
+ADVICE_LINES = 5
+
+
+def _advice(con: Console, summary: dict) -> None:
+    """The advisor's top findings (advisor.py), first: impact, who and where, what to try."""
+    found = summary.get("findings") or []
+    if not found:
+        return
+    con.print(f"[bold]Findings[/bold] ({len(found)}; the first {min(len(found), ADVICE_LINES)} by impact, all in "
+              "report.html / summary.json):")
+    for f in found[:ADVICE_LINES]:
+        con.print(f"  {_pct(f.get('impact') or 0.0):>5}  {_t(f.get('title'))}", highlight=False)
+        con.print(f"         try: {_t(f.get('action'))}", style="dim", highlight=False)
+    con.print()
+
+
 def _findings(con: Console, summary: dict) -> None:
     """A few lines: where the most time goes, communication that dominates, the profiler's own cost."""
     lines = []
@@ -447,6 +463,7 @@ def print_summary(summary: dict, top_n: int = 10, console: Console | None = None
     con = console or Console()
     if not con.is_terminal and con.width < 160:  # logs and pipes: do not squeeze the tables to 80 columns
         con.width = 160
+    _advice(con, summary)
     _captures(con, summary)
     _stages(con, summary, max(1, top_n))
     con.print()

@@ -137,6 +137,30 @@ class RunAnalysis:
         (below half the median of its transport's links; docs/diagnosis.md, "Links")."""
         return self.rows(q.LINKS)
 
+    def findings(self) -> Rows:
+        """The advisor's findings, largest impact first: id, title, impact, action, docs (and in
+        summary.json the evidence); docs/diagnosis.md, "The advisor"."""
+        return self.rows(q.FINDINGS)
+
+    def stragglers(self) -> Rows:
+        """Per rank of a multi-rank job (Kineto captures of one run, role and stage): HTA's potential
+        stragglers (metric, verdict) beside who arrived last at the matched collectives and what it
+        cost the others (docs/diagnosis.md, "Stragglers")."""
+        return self.rows(q.STRAGGLERS)
+
+    def straggler_collectives(self) -> Rows:
+        """Each collective matched on two ranks or more: the rank that arrived last and the waits."""
+        return self.rows(q.STRAGGLER_COLLECTIVES)
+
+    def memory_record_peaks(self) -> Rows:
+        """Per device (Ascend: and component): peak allocated / reserved bytes from the raw memory
+        records (Kineto [memory] events, memory_record.csv / MEMORY_RECORD; docs/diagnosis.md, "Memory")."""
+        return self.rows(q.MEMORY_RECORD_PEAKS)
+
+    def memory_record_ops(self) -> Rows:
+        """The ops allocating most, per device (Kineto [memory] events, operator_memory.csv / OP_MEMORY)."""
+        return self.rows(q.MEMORY_RECORD_OPS)
+
     def warnings(self) -> Rows:
         """Every warning: the summary's own (capture identity empty) and each capture's, errors too."""
         return self.rows(q.WARNINGS)

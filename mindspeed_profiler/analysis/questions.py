@@ -18,10 +18,12 @@ from .analyzers.idle_causes import IDLE_CAUSES, KERNEL_LAUNCHES
 from .analyzers.kernels import KERNEL_TOTALS, KERNELS
 from .analyzers.links import LINKS
 from .analyzers.memory import MEMORY_PEAKS, MEMORY_SITES, NPU_MEMORY
+from .analyzers.memory_peaks import MEMORY_RECORD_OPS, MEMORY_RECORD_PEAKS
 from .analyzers.ops import OP_TOTALS, OPS
 from .analyzers.stages import ITERATIONS, SPANS, STAGE_WORKER, TIMELINE_IDLE, TIMELINE_STAGES
 from .analyzers.step_breakdown import STEP_BREAKDOWN
 from .analyzers.steps import STEPS
+from .analyzers.stragglers import STRAGGLER_COLLECTIVES, STRAGGLERS
 from .rows import Field, Record, RowModel
 
 _CAPTURE_DEVICE = ("busy_us", "compute_us", "communication_us", "communication_exposed_us", "memcpy_exposed_us", "idle_us")
@@ -93,12 +95,25 @@ EVENTS = RowModel(
             Field("pid", "text", "process"), Field("tid", "text", "thread"),
             Field("ts_us", "us", "absolute start"), Field("dur_us", "us", "duration")))
 
+FINDINGS = RowModel(
+    "findings", "finding of the advisor (advisor.py), ranked by impact", "findings[*]", table="findings",
+    method="findings", per_capture=False, select=lambda summary: ((None, None, f) for f in summary.get("findings") or []),
+    fields=(
+        Field("id", "text", "the rule (straggler, comm_bound, host_bound, slow_link, slow_rank, generation_bound, "
+              "profiler_overhead)"),
+        Field("title", "text", "who and where, in one line"),
+        Field("impact", "ratio", "the share of the time at stake (0..1), by which findings are ranked"),
+        Field("action", "text", "what to try"),
+        Field("docs", "text", "where the numbers are explained"),
+    ))
+
 # analysis.db's tables, in order (the first twenty as they always were, then the ones added with the models)
 MODELS: tuple[RowModel, ...] = (
     RUNS, CAPTURES, WARNINGS, COMMUNICATION, COLLECTIVES, EVENTS, OPS, KERNELS, OP_TOTALS, KERNEL_TOTALS,
     ANNOTATIONS, STEPS, STEP_BREAKDOWN, STAGE_RANK, SLOW_RANKS, SPANS, TIMELINE_STAGES, ITERATIONS, TIMELINE_IDLE,
     STAGE_WORKER, BREAKDOWN, CRITICAL_PATH, MEMORY_PEAKS, MEMORY_SITES, NPU_MEMORY,
-    IDLE_CAUSES, KERNEL_LAUNCHES, LINKS,
+    IDLE_CAUSES, KERNEL_LAUNCHES, LINKS, STRAGGLERS, STRAGGLER_COLLECTIVES, MEMORY_RECORD_PEAKS, MEMORY_RECORD_OPS,
+    FINDINGS,
 )
 BY_TABLE = {m.table: m for m in MODELS}
 

@@ -13,6 +13,7 @@ from .idle_causes import trace_idle_causes
 from .kernels import kernel_rows, kernel_totals, top_kernels
 from .ops import op_rows, op_totals, top_ops
 from .steps import trace_steps
+from .stragglers import collectives_block
 
 
 def summarise(ev: Events, top_n: int = 20) -> dict:
@@ -38,6 +39,9 @@ def summarise_classified(ct: ClassifiedTrace, top_n: int = 20) -> dict:
     out["steps"] = trace_steps(ct)
     out["device"] = trace_breakdown(ct)
     out.update(trace_idle_causes(ct))
+    block = collectives_block(ct)
+    if block is not None:
+        out["collective_kernels"] = block
     ops, kernels = op_rows(ct), kernel_rows(ct)
     out["annotations"] = top_annotations(ct, top_n)
     out["communication"] = communication(ct, out["device"], out["wall_us"], ops + out["annotations"], kernels, top_n)

@@ -32,6 +32,7 @@ from ..analyzers.communication import communication_summary, device_communicatio
 from ..analyzers.kernels import detail_kernels, kernel_class, kernel_totals, kernel_types
 from ..analyzers.links import capture_matrix
 from ..analyzers.memory import npu_memory_summary
+from ..analyzers.memory_peaks import ascend_memory
 from ..analyzers.trace_summary import collective_calls, summarise_classified
 from ..parsing.ascend_comm import collective_rows, collective_rows_from_db, link_rows, link_rows_from_db, load_json
 from ..parsing.ascend_db import read_analysis_db, read_profiler_db
@@ -129,6 +130,10 @@ def analyse_ascend(files: AscendFiles, rank_known: int | None, top_n: int, want_
     memory = _memory(files, pdb, warnings)
     if memory:
         out["memory"] = memory
+    records = ascend_memory(files.capture_dir)   # peaks per device and component, the ops allocating most
+    if records["devices"] or records["ops"]:
+        out["memory_records"] = records
+        warnings += records["warnings"]
     out.update(_identity(ident, pdb, rows, rank_known, warnings))
     out["missing"] = _missing(files, events_src, kd, rows, out)
     out["warnings"] = warnings

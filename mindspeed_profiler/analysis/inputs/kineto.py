@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mindspeed_profiler import formats
 
+from ..analyzers.memory_peaks import kineto_trace_memory
 from ..analyzers.trace_summary import summarise
 from ..discover import Capture, not_a_regular_file, read_identity, rel
 from ..parsing import jsonscan
@@ -25,6 +26,9 @@ def is_trace_json(name: str) -> bool:
 def analyse_trace_file(path: Path, top_n: int, want_events: bool) -> tuple[dict, dict | None]:
     trace = read_kineto_trace(path)
     out = summarise(trace.events, top_n)
+    if trace.events.n_memory:   # profile_memory=True: read once more, for the [memory] events only
+        out["memory_records"] = kineto_trace_memory(path, top_n)
+        out["warnings"] = out.get("warnings", []) + out["memory_records"]["warnings"]
     if trace.distributed is not None:
         out["distributed"] = trace.distributed
     return out, event_columns(trace.events) if want_events else None

@@ -13,6 +13,8 @@ import numpy as np
 
 
 _MBE = ("M", "B", "E")
+_MBEI = ("M", "B", "E", "i", "I")
+MEMORY_EVENT = "[memory]"   # Kineto's allocator events (profile_memory=True): counted here, read by analyzers/memory_peaks.py
 MAX_SPAN_US = 3.2e15   # 100 years in microseconds
 _GET6 = itemgetter("name", "cat", "pid", "tid", "ts", "dur")
 
@@ -107,6 +109,7 @@ class EventTable:
     process_names: dict = field(default_factory=dict)   # raw pid -> name (from "M" events)
     thread_names: dict = field(default_factory=dict)    # (raw pid, raw tid) -> name (torch_npu's lanes)
     n_raw: int = 0
+    n_memory: int = 0
     _cols: dict = field(default_factory=lambda: {k: [] for k in ("name", "cat", "pid", "tid", "ts", "dur", "corr", "task")})
     tasks: Interner = field(default_factory=Interner)
     _begin_end: list = field(default_factory=list)
@@ -115,10 +118,12 @@ class EventTable:
     def add_batch(self, batch: list) -> None:
         self.n_raw += len(batch)
         xs = [e for e in batch if type(e) is dict and e.get("ph") == "X"]
-        other = [e for e in batch if type(e) is dict and e.get("ph") in _MBE] if len(xs) < len(batch) else ()
+        other = [e for e in batch if type(e) is dict and e.get("ph") in _MBEI] if len(xs) < len(batch) else ()
         for e in other:
             ph = e.get("ph")
-            if ph == "M":
+            if ph == "i" or ph == "I":
+                self.n_memory += e.get("name") == MEMORY_EVENT
+            elif ph == "M":
                 kind = e.get("name")
                 if kind == "process_name" or kind == "thread_name":
                     args = e.get("args") or {}
@@ -255,6 +260,7 @@ class EventTable:
             names=self.names.values, cats=self.cats.values, pids=self.pids.values,
             tids=self.tids.values, tasks=self.tasks.values, t0_us=self.t0_us or 0,
             process_names=self.process_names, thread_names=self.thread_names, n_raw=self.n_raw,
+            n_memory=self.n_memory,
         )
         self._cols = {k: [] for k in c}
         # drop events without a usable time (reported as a count, not silently); a time a century
@@ -286,6 +292,7 @@ class Events:
     thread_names: dict = field(default_factory=dict)
     n_raw: int = 0
     n_bad: int = 0
+    n_memory: int = 0   # [memory] events in the trace (not kept here)
 
     ARRAYS = ("name", "cat", "pid", "tid", "ts", "dur", "corr", "task")
 

@@ -130,6 +130,14 @@ def warnings(summary: dict, links: Links) -> Table | None:
     return Table(["where", "warning"], rows, frozenset({0, 1}), id="warnings") if rows else None
 
 
+def findings(summary: dict) -> Table | None:
+    """The advisor's findings (advisor.py), largest impact first: shown at the top of the page."""
+    rows = summary.get("findings") or []
+    return Table(["impact", "finding", "what to try", "rule"],
+                 [[_share(f.get("impact")), f.get("title"), f.get("action"), f.get("id")] for f in rows],
+                 frozenset({1, 2, 3}), id="findings") if rows else None
+
+
 def runs(summary: dict) -> Table | None:
     """The runs found, when there are several (each analysed on its own)."""
     rs = summary.get("runs") or []
@@ -311,7 +319,8 @@ def context(summary: dict, report_dir: str | Path | None = None) -> dict:
     caps = summary.get("captures", [])
     tl = summary.get("timeline")
     links = Links(summary, report_dir)
-    return {"header": header(summary, links), "warnings": warnings(summary, links), "runs": runs(summary),
+    return {"header": header(summary, links), "findings": findings(summary), "warnings": warnings(summary, links),
+            "runs": runs(summary),
             "problems": problems(caps, links), "timeline": timeline(tl),
             "device_time": device_time(summary, tl), "clusters": clusters(caps), "slow_ranks": slow_ranks(summary),
             "communication": communication(summary, links), "step_breakdown": step_breakdown(summary, links),

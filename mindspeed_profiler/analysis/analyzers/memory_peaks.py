@@ -1,0 +1,465 @@
+"""Peak memory of a capture from its raw memory records, per device: Kineto's `[memory]` events
+(torch.profiler with profile_memory=True) and torch_npu's memory export (memory_record.csv and
+operator_memory.csv, or the db's MEMORY_RECORD and OP_MEMORY). Where memory.py replays a PyTorch
+memory snapshot, this reads what the profiler itself recorded. See docs/_drafts/memory.md.
+
+Kineto. Each `[memory]` instant event (ph "i") is one allocator call: `Bytes` (> 0 an allocation,
+< 0 a free), `Total Allocated` and `Total Reserved` (the allocator's totals after the call: the
+caching allocator's allocated_bytes / reserved_bytes current, CPU's allocated with reserved 0;
+torch 1.x traces carry neither), `Device Type` (c10::DeviceType: 0 CPU, 1 CUDA, 20 PrivateUse1,
+...) and `Device Id` (-1 for CPU). Per device: the peak of Total Allocated and its time (the first
+event reaching it), the peak of Total Reserved, the peak of the running sum of Bytes from the
+window's start (what torch 1.x traces allow), and the allocations by op: each event's positive
+Bytes to the innermost host op (`cpu_op`, torch 1.x's `Operator`) enclosing its timestamp on the
+same thread (start <= ts <= end; the latest start, then the shorter, then the later in the file).
+
+Ascend. memory_record.csv (db: MEMORY_RECORD) holds one row per allocator state change per
+component: PTA (torch_npu's caching allocator), GE (the graph engine), PTA+GE (torch_npu's sum of
+the latest PTA and the latest GE record at each of them), APP (the process's device memory,
+reserved only); per (device, component) the peaks of Total Allocated / Total Reserved. torch_npu
+writes bytes / 1024**2 as MB and bytes / 1024 as KB (its Constant.B_TO_MB / B_TO_KB, msprof-analyze's
+MEMORY_B_TO_KB); the db keeps the bytes. operator_memory.csv (db: OP_MEMORY) holds one row per
+allocation with the op torch_npu attributed it to; per (device, op) the bytes and the count.
+
+Unusable records are skipped and counted (`n_bad`); an unreadable file is a warning, never an
+exception. The pure functions take rows or event dicts; the readers (`read_*`) do the I/O.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import sqlite3
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Iterable
+
+from ..rows import Field, RowModel, each_capture
+from .classify import HOST_OP_CATS
+
+TOP_N = 10
+MB = 1024 * 1024          # torch_npu's B_TO_MB: memory_record.csv's and operator_memory.csv's (MB)
+KB = 1024                 # torch_npu's B_TO_KB: operator_memory.csv's Size(KB)
+from ..parsing.events import MEMORY_EVENT  # noqa: E402  (one name for the event: the parser counts them)
+KINETO_SOURCE = "kineto [memory]"
+MEMORY_RECORD_CSV = "memory_record.csv"
+OPERATOR_MEMORY_CSV = "operator_memory.csv"
+ASCEND_OUTPUT = "ASCEND_PROFILER_OUTPUT"
+# c10::DeviceType (torch.autograd.DeviceType)
+DEVICE_TYPES = {0: "CPU", 1: "CUDA", 2: "MKLDNN", 3: "OPENGL", 4: "OPENCL", 5: "IDEEP", 6: "HIP", 7: "FPGA",
+                8: "MAIA", 9: "XLA", 10: "Vulkan", 11: "Metal", 12: "XPU", 13: "MPS", 14: "Meta", 15: "HPU",
+                16: "VE", 17: "Lazy", 18: "IPU", 19: "MTIA", 20: "PrivateUse1"}
+
+
+def _int(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _real(v) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    f = float(v)
+    return f if math.isfinite(f) else None
+
+
+def device_label(device_type: int, device_id: int) -> str:
+    """"CUDA:0", "CPU" (id -1), "PrivateUse1:3", "type7:0" for an unknown type."""
+    name = DEVICE_TYPES.get(device_type, f"type{device_type}")
+    return name if device_id < 0 else f"{name}:{device_id}"
+
+
+# ------------------------------------------------------------------------------------- Kineto
+
+
+def _memory_event(e) -> tuple | None:
+    """(ts, pid, tid, device_type, device_id, bytes, total_allocated, total_reserved) of a usable
+    [memory] event, None otherwise (the totals None where the trace has none)."""
+    a = e.get("args")
+    if not isinstance(a, dict):
+        return None
+    ts, dt, di, nb = _real(e.get("ts")), _int(a.get("Device Type")), _int(a.get("Device Id")), _int(a.get("Bytes"))
+    if ts is None or dt is None or di is None or nb is None:
+        return None
+    tot = []
+    for k in ("Total Allocated", "Total Reserved"):
+        v = a.get(k)
+        if v is not None and (_int(v) is None or v < 0):
+            return None
+        tot.append(v)
+    return ts, str(e.get("pid")), str(e.get("tid")), dt, di, nb, tot[0], tot[1]
+
+
+def is_memory_event(e) -> bool:
+    return type(e) is dict and e.get("name") == MEMORY_EVENT and e.get("ph") in ("i", "I")
+
+
+def is_host_op(e) -> bool:
+    return type(e) is dict and e.get("ph") == "X" and e.get("cat") in HOST_OP_CATS
+
+
+def _innermost_ops(mem: list[tuple], ops: list) -> list[str | None]:
+    """For each memory event (ts, thread key, ...), the name of the innermost host op enclosing it on
+    its thread (see the module doc), None where none does."""
+    by_thread: dict = {}
+    for k, e in enumerate(ops):
+        ts, dur = _real(e.get("ts")), _real(e.get("dur"))
+        if ts is None or dur is None or dur < 0:
+            continue
+        by_thread.setdefault((str(e.get("pid")), str(e.get("tid"))), []).append((ts, -dur, k, ts + dur, e.get("name")))
+    out: list[str | None] = [None] * len(mem)
+    mem_by_thread: dict = {}
+    for i, m in enumerate(mem):
+        mem_by_thread.setdefault((m[1], m[2]), []).append(i)
+    for key, idx in mem_by_thread.items():
+        tops = sorted(by_thread.get(key, ()))
+        idx.sort(key=lambda i: mem[i][0])
+        stack: list = []
+        j = 0
+        for i in idx:
+            t = mem[i][0]
+            while j < len(tops) and tops[j][0] <= t:
+                while stack and stack[-1][3] < tops[j][0]:
+                    stack.pop()
+                stack.append(tops[j])
+                j += 1
+            while stack and stack[-1][3] < t:
+                stack.pop()
+            # the top is the latest-started op still open at t; every op above it has closed
+            out[i] = str(stack[-1][4]) if stack else None
+    return out
+
+
+def kineto_memory(events: Iterable, base_ns: int = 0, top_n: int = TOP_N) -> dict:
+    """The memory block of one Kineto trace from its raw event dicts (traceEvents; only the
+    [memory] events and the host ops are looked at): {"devices": [MEMORY_RECORD_PEAKS rows],
+    "ops": [MEMORY_RECORD_OPS rows, top_n per device], "n_bad": unusable [memory] events,
+    "warnings": [...]}. Times are the trace's ts (us) plus `base_ns` (baseTimeNanoseconds) / 1000."""
+    mem, ops, n_bad = [], [], 0
+    for e in events:
+        if is_memory_event(e):
+            m = _memory_event(e)
+            if m is None:
+                n_bad += 1
+            else:
+                mem.append(m)
+        elif is_host_op(e):
+            ops.append(e)
+    base_us = base_ns / 1000.0 if base_ns else 0.0
+    op_of = _innermost_ops(mem, ops)
+    order = sorted(range(len(mem)), key=lambda i: mem[i][0])
+    devs: dict = {}
+    for i in order:
+        ts, _pid, _tid, dt, di, nb, alloc, resv = mem[i]
+        d = devs.get((dt, di))
+        if d is None:
+            d = devs[(dt, di)] = {"device": device_label(dt, di), "device_id": None if di < 0 else di, "component": None,
+                                  "n_records": 0, "peak_allocated_bytes": None, "peak_at_us": None,
+                                  "peak_reserved_bytes": None, "peak_reserved_at_us": None, "n_allocs": 0,
+                                  "alloc_bytes": 0, "peak_net_bytes": 0, "unattributed_bytes": 0,
+                                  "source": KINETO_SOURCE, "_net": 0, "_ops": {}}
+        d["n_records"] += 1
+        if alloc is not None and (d["peak_allocated_bytes"] is None or alloc > d["peak_allocated_bytes"]):
+            d["peak_allocated_bytes"], d["peak_at_us"] = alloc, ts + base_us
+        if resv is not None and (d["peak_reserved_bytes"] is None or resv > d["peak_reserved_bytes"]):
+            d["peak_reserved_bytes"], d["peak_reserved_at_us"] = resv, ts + base_us
+        d["_net"] += nb
+        d["peak_net_bytes"] = max(d["peak_net_bytes"], d["_net"])
+        name = op_of[i]
+        if nb > 0:
+            d["n_allocs"] += 1
+            d["alloc_bytes"] += nb
+            if name is None:
+                d["unattributed_bytes"] += nb
+        if name is not None:
+            o = d["_ops"].setdefault(name, [0, 0, 0, 0])   # bytes, count, max, net
+            if nb > 0:
+                o[0] += nb
+                o[1] += 1
+                o[2] = max(o[2], nb)
+            o[3] += nb
+    devices, top = [], []
+    for key in sorted(devs):
+        d = devs[key]
+        per = d.pop("_ops")
+        d.pop("_net")
+        devices.append(d)
+        ranked = sorted(((n, v) for n, v in per.items() if v[1]), key=lambda kv: (-kv[1][0], kv[0]))[:top_n]
+        top += [{"device": d["device"], "op": n, "bytes": v[0], "count": v[1], "max_bytes": v[2], "net_bytes": v[3],
+                 "source": KINETO_SOURCE} for n, v in ranked]
+    warnings = [f"{n_bad} [memory] event(s) unusable, left out"] if n_bad else []
+    return {"devices": devices, "ops": top, "n_bad": n_bad, "warnings": warnings}
+
+
+def read_kineto_memory_events(path: Path) -> tuple[list[dict], int]:
+    """I/O: a Kineto trace file's [memory] events and host ops, and its baseTimeNanoseconds (0
+    without). Raises OSError / ValueError (jsonscan.TraceFormatError) for a file that is no trace."""
+    from ..parsing import jsonscan
+    kept: list[dict] = []
+
+    def on_batch(batch: list) -> None:
+        kept.extend(e for e in batch if is_memory_event(e) or is_host_op(e))
+
+    rest = jsonscan.load_trace(Path(path), on_batch)
+    base = rest.get("baseTimeNanoseconds") if isinstance(rest, dict) else None
+    return kept, base if _int(base) is not None and base > 0 else 0
+
+
+def kineto_trace_memory(path: Path, top_n: int = TOP_N) -> dict:
+    """A Kineto trace file's memory block (kineto_memory); an unreadable file: no rows, a warning."""
+    try:
+        events, base_ns = read_kineto_memory_events(path)
+    except (OSError, ValueError) as exc:
+        return {"devices": [], "ops": [], "n_bad": 0, "warnings": [f"{Path(path).name}: unreadable ({type(exc).__name__}: {exc})"]}
+    return kineto_memory(events, base_ns, top_n)
+
+
+# ------------------------------------------------------------------------------------- Ascend
+
+
+def _clean(v) -> str:
+    return v.strip() if isinstance(v, str) else ""
+
+
+def _exact(v, unit: int) -> int | None:
+    """A decimal text cell times `unit`, as an exact int (rounded half-even below one byte / ns);
+    None for an empty cell; raises ValueError for junk."""
+    s = _clean(v)
+    if not s:
+        return None
+    try:
+        d = Decimal(s)
+    except InvalidOperation:
+        raise ValueError(s) from None
+    if not d.is_finite():
+        raise ValueError(s)
+    return int((d * unit).to_integral_value())
+
+
+def record_from_csv(row: dict) -> dict | None:
+    """A memory_record.csv row as {component, device, ts_ns, allocated_bytes, reserved_bytes}; None
+    for an unusable one (no component or device, a bad time, a junk or negative number, neither total)."""
+    comp, dev = _clean(row.get("Component")), _clean(row.get("Device Type"))
+    try:
+        ts = _exact(row.get("Timestamp(us)"), 1000)
+        alloc, resv = _exact(row.get("Total Allocated(MB)"), MB), _exact(row.get("Total Reserved(MB)"), MB)
+    except ValueError:
+        return None
+    if not comp or not dev or ts is None or (alloc is None and resv is None) or min(alloc or 0, resv or 0) < 0:
+        return None
+    return {"component": comp, "device": dev, "ts_ns": ts, "allocated_bytes": alloc, "reserved_bytes": resv}
+
+
+def op_from_csv(row: dict) -> dict | None:
+    """An operator_memory.csv row as {device, op, bytes}; None for an unusable one."""
+    name, dev = _clean(row.get("Name")), _clean(row.get("Device Type"))
+    try:
+        size = _exact(row.get("Size(KB)"), KB)
+    except ValueError:
+        return None
+    if not name or not dev or size is None or size < 0:
+        return None
+    return {"device": dev, "op": name, "bytes": size}
+
+
+def _device_id(device: str) -> int | None:
+    _, _, n = device.rpartition(":")
+    return int(n) if n.isdigit() else None
+
+
+def _ns_to_us(ns: int) -> float:
+    return ns / 1000
+
+
+def record_peaks(records: Iterable[dict], source: str) -> list[dict]:
+    """MEMORY_RECORD_PEAKS rows, one per (device, component), of normalised memory records
+    (record_from_csv / the db reader); the time of a peak is its first record, in time order."""
+    agg: dict = {}
+    for r in sorted(records, key=lambda r: r["ts_ns"]):
+        key = (r["device"], r["component"])
+        a = agg.get(key)
+        if a is None:
+            a = agg[key] = {"device": r["device"], "device_id": _device_id(r["device"]), "component": r["component"],
+                            "n_records": 0, "peak_allocated_bytes": None, "peak_at_us": None,
+                            "peak_reserved_bytes": None, "peak_reserved_at_us": None, "n_allocs": None,
+                            "alloc_bytes": None, "peak_net_bytes": None, "unattributed_bytes": None, "source": source}
+        a["n_records"] += 1
+        v = r["allocated_bytes"]
+        if v is not None and (a["peak_allocated_bytes"] is None or v > a["peak_allocated_bytes"]):
+            a["peak_allocated_bytes"], a["peak_at_us"] = v, _ns_to_us(r["ts_ns"])
+        v = r["reserved_bytes"]
+        if v is not None and (a["peak_reserved_bytes"] is None or v > a["peak_reserved_bytes"]):
+            a["peak_reserved_bytes"], a["peak_reserved_at_us"] = v, _ns_to_us(r["ts_ns"])
+    return [agg[k] for k in sorted(agg)]
+
+
+def op_totals(allocs: Iterable[dict], source: str, top_n: int = TOP_N) -> list[dict]:
+    """MEMORY_RECORD_OPS rows: per device, the top_n ops by allocated bytes (then by name)."""
+    agg: dict = {}
+    for a in allocs:
+        o = agg.setdefault((a["device"], a["op"]), [0, 0, 0])
+        o[0] += a["bytes"]
+        o[1] += 1
+        o[2] = max(o[2], a["bytes"])
+    out = []
+    for dev in sorted({d for d, _ in agg}):
+        ranked = sorted(((op, v) for (d, op), v in agg.items() if d == dev), key=lambda kv: (-kv[1][0], kv[0]))[:top_n]
+        out += [{"device": dev, "op": op, "bytes": v[0], "count": v[1], "max_bytes": v[2], "net_bytes": None,
+                 "source": source} for op, v in ranked]
+    return out
+
+
+def _parse_rows(rows: Iterable[dict], parse) -> tuple[list[dict], int]:
+    good, bad = [], 0
+    for r in rows:
+        p = parse(r) if isinstance(r, dict) else None
+        if p is None:
+            bad += 1
+        else:
+            good.append(p)
+    return good, bad
+
+
+def _read_csv(path: Path, required: tuple[str, ...]) -> list[dict]:
+    """I/O: a csv's rows (header names stripped); ValueError when a required column is missing."""
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        header = [_clean(h) for h in reader.fieldnames or ()]
+        missing = [c for c in required if c not in header]
+        if missing:
+            raise ValueError(f"no column {', '.join(missing)}")
+        reader.fieldnames = header
+        return [r for r in reader]
+
+
+def read_memory_record_csv(path: Path) -> tuple[list[dict], int]:
+    """I/O: memory_record.csv's records (record_from_csv) and the number of unusable rows."""
+    return _parse_rows(_read_csv(path, ("Component", "Timestamp(us)", "Total Reserved(MB)", "Device Type")), record_from_csv)
+
+
+def read_operator_memory_csv(path: Path) -> tuple[list[dict], int]:
+    """I/O: operator_memory.csv's allocations (op_from_csv) and the number of unusable rows."""
+    return _parse_rows(_read_csv(path, ("Name", "Size(KB)", "Device Type")), op_from_csv)
+
+
+def read_profiler_db_memory(path: Path) -> dict[str, tuple[list[dict], int]]:
+    """I/O: a torch_npu db's MEMORY_RECORD records and OP_MEMORY allocations (the shapes of
+    record_from_csv / op_from_csv: bytes and ns already, names through STRING_IDS, device
+    "NPU:<deviceId>"), each with its number of unusable rows, by table; an absent table is left out.
+    Raises sqlite3.Error for a file that is no db."""
+    con = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        ids = "STRING_IDS" in tables
+        out: dict = {}
+        if "MEMORY_RECORD" in tables:
+            records, bad = [], 0
+            for comp, ts, alloc, resv, dev in con.execute(
+                    "SELECT s.value, m.timestamp, m.totalAllocated, m.totalReserved, m.deviceId FROM MEMORY_RECORD m "
+                    "LEFT JOIN STRING_IDS s ON s.id = m.component" if ids else
+                    "SELECT NULL, timestamp, totalAllocated, totalReserved, deviceId FROM MEMORY_RECORD"):
+                if (isinstance(comp, str) and comp and _int(ts) is not None and _int(dev) is not None
+                        and all(v is None or (_int(v) is not None and v >= 0) for v in (alloc, resv))
+                        and (alloc is not None or resv is not None)):
+                    records.append({"component": comp, "device": f"NPU:{dev}", "ts_ns": ts, "allocated_bytes": alloc,
+                                    "reserved_bytes": resv})
+                else:
+                    bad += 1
+            out["MEMORY_RECORD"] = (records, bad)
+        if "OP_MEMORY" in tables:
+            allocs, bad = [], 0
+            for name, size, dev in con.execute(
+                    "SELECT s.value, o.size, o.deviceId FROM OP_MEMORY o LEFT JOIN STRING_IDS s ON s.id = o.name" if ids else
+                    "SELECT NULL, size, deviceId FROM OP_MEMORY"):
+                if isinstance(name, str) and name and _int(size) is not None and size >= 0 and _int(dev) is not None:
+                    allocs.append({"device": f"NPU:{dev}", "op": name, "bytes": size})
+                else:
+                    bad += 1
+            out["OP_MEMORY"] = (allocs, bad)
+        return out
+    finally:
+        con.close()
+
+
+def _ascend_files(path: Path) -> tuple[Path | None, Path | None, Path | None]:
+    """(memory_record.csv, operator_memory.csv, the torch_npu db) of a capture directory, its
+    ASCEND_PROFILER_OUTPUT directory, or one of those files."""
+    path = Path(path)
+    if path.is_file():
+        return (path if path.name == MEMORY_RECORD_CSV else None, path if path.name == OPERATOR_MEMORY_CSV else None,
+                path if path.suffix == ".db" else None)
+    d = path / ASCEND_OUTPUT if (path / ASCEND_OUTPUT).is_dir() else path
+    dbs = sorted(p for p in d.glob("ascend_pytorch_profiler*.db") if p.is_file())
+    mr, om = d / MEMORY_RECORD_CSV, d / OPERATOR_MEMORY_CSV
+    return (mr if mr.is_file() else None, om if om.is_file() else None, dbs[0] if dbs else None)
+
+
+def ascend_memory(path: Path, top_n: int = TOP_N) -> dict:
+    """An Ascend capture's memory block (the shape of kineto_memory's): the text export's
+    memory_record.csv / operator_memory.csv, each else the db's MEMORY_RECORD / OP_MEMORY."""
+    mr, om, db = _ascend_files(path)
+    out: dict = {"devices": [], "ops": [], "n_bad": 0, "warnings": []}
+    db_data: dict = {}
+    if db is not None and (mr is None or om is None):
+        try:
+            db_data = read_profiler_db_memory(db)
+        except sqlite3.Error as exc:
+            out["warnings"].append(f"{db.name}: unreadable ({type(exc).__name__}: {exc})")
+    for csv_path, reader, table in ((mr, read_memory_record_csv, "MEMORY_RECORD"), (om, read_operator_memory_csv, "OP_MEMORY")):
+        got, source = None, None
+        if csv_path is not None:
+            try:
+                got, source = reader(csv_path), csv_path.name
+            except (OSError, ValueError, csv.Error, UnicodeDecodeError) as exc:
+                out["warnings"].append(f"{csv_path.name}: unreadable ({type(exc).__name__}: {exc})")
+        elif table in db_data:
+            got, source = db_data[table], f"{db.name}: {table}"
+        if got is None:
+            continue
+        rows, bad = got
+        if bad:
+            out["warnings"].append(f"{source}: {bad} unusable row(s) left out")
+            out["n_bad"] += bad
+        if table == "MEMORY_RECORD":
+            out["devices"] = record_peaks(rows, source)
+        else:
+            out["ops"] = op_totals(rows, source, top_n)
+    return out
+
+
+# ------------------------------------------------------------------------------------- rows
+# captures[*].memory_records (inputs/kineto.py, inputs/ascend_capture.py)
+
+
+def _block(key: str):
+    return lambda c: (c.get("memory_records") or {}).get(key) if isinstance(c.get("memory_records"), dict) else None
+
+
+MEMORY_RECORD_PEAKS = RowModel(
+    "memory_record_peaks", "device (Ascend: device and component) of a capture's memory records",
+    "captures[*].memory_records.devices[*]", table="memory_record_peaks", method="memory_record_peaks",
+    select=each_capture(_block("devices")), fields=(
+        Field("device", "text", "Kineto: c10 device type and Device Id (CUDA:0, CPU); Ascend: Device Type (NPU:0)"),
+        Field("device_id", "id", "the device index (None for CPU)"),
+        Field("component", "text", "Ascend: PTA, GE, PTA+GE, APP (torch_npu's components); Kineto: None"),
+        Field("n_records", "count", "usable [memory] events / memory_record rows"),
+        Field("peak_allocated_bytes", "bytes", "the largest Total Allocated (None where no record has it)"),
+        Field("peak_at_us", "us", "absolute time of the first record at peak_allocated_bytes"),
+        Field("peak_reserved_bytes", "bytes", "the largest Total Reserved"),
+        Field("peak_reserved_at_us", "us", "absolute time of the first record at peak_reserved_bytes"),
+        Field("n_allocs", "count", "Kineto: events with Bytes > 0"),
+        Field("alloc_bytes", "bytes", "Kineto: the sum of Bytes > 0"),
+        Field("peak_net_bytes", "bytes", "Kineto: the peak of the running sum of Bytes from the window's start"),
+        Field("unattributed_bytes", "bytes", "Kineto: Bytes > 0 outside every host op of the event's thread"),
+        Field("source", "text", "kineto [memory], memory_record.csv or '<db>: MEMORY_RECORD'"),
+    ))
+MEMORY_RECORD_OPS = RowModel(
+    "memory_record_ops", "op allocating the most on a device of a capture (the top ones)",
+    "captures[*].memory_records.ops[*]", table="memory_record_ops", method="memory_record_ops",
+    select=each_capture(_block("ops")), fields=(
+        Field("device", "text", "as memory_record_peaks' device"),
+        Field("op", "text", "Kineto: the innermost host op on the event's thread; Ascend: torch_npu's Name"),
+        Field("bytes", "bytes", "allocated: the sum of Bytes > 0 / of Size"),
+        Field("count", "count", "allocations"),
+        Field("max_bytes", "bytes", "the largest allocation"),
+        Field("net_bytes", "bytes", "Kineto: allocated minus freed inside the op itself (torch's self memory usage)"),
+        Field("source", "text", "kineto [memory], operator_memory.csv or '<db>: OP_MEMORY'"),
+    ))

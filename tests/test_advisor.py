@@ -1,0 +1,143 @@
+"""The advisor (analysis/advisor.py): each rule on a case that triggers it and one that does not,
+the ranking, a failing rule, and the findings through analyse_directory, RunAnalysis, analysis.db,
+the terminal and report.html. Summaries are written by hand in summary.json's shape (docs/analysis.md),
+except the straggler's: real gloo traces (tests/test_stragglers_cpu.py's job) and the hand-made
+3-rank job of tests/test_stragglers.py."""
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from mindspeed_profiler.analysis import advisor
+from mindspeed_profiler.analysis.analyzers.stragglers import block_of
+from mindspeed_profiler.analysis.facade import RunAnalysis
+from test_stragglers import LATE_US, _hand_job, _per_rank
+
+
+def _cap(path="actor_rank0", rank=0, **fields) -> dict:
+    return {"path": path, "kind": "kineto", "status": "ok", "run_id": "r1", "role": "actor", "rank": rank,
+            "stage": "actor_update", **fields}
+
+
+def _ids(summary: dict) -> list[str]:
+    return [f["id"] for f in advisor.findings(summary)]
+
+
+# ------------------------------------------------------------------------------ straggler
+
+@pytest.fixture(scope="module")
+def late_job(tmp_path_factory) -> dict:
+    """tests/test_stragglers.py's hand-made 3-rank job: rank 2 arrives LATE_US late at each of 3 all-reduces."""
+    return _per_rank(_hand_job(tmp_path_factory.mktemp("late"), late=True))
+
+
+def _straggler_summary(per_rank: dict, wall_us: float) -> dict:
+    caps = [_cap(f"actor_rank{r}", r, wall_us=wall_us, collective_kernels=block_of(rc)) for r, rc in per_rank.items()]
+    return {"captures": caps}
+
+
+def test_straggler_found_with_its_cost_to_the_others(late_job):
+    s = _straggler_summary(late_job, wall_us=10_000.0)   # 3 x 200 us of waits: 6% of rank 0's 10 ms
+    f, = [f for f in advisor.findings(s) if f["id"] == "straggler"]
+    assert f["title"].startswith("actor rank 2 is the straggler of actor_update: actor rank 0 waited 0.6 ms")
+    assert f["evidence"]["victim_rank"] == 0 and f["evidence"]["victim_cost_us"] == 3 * LATE_US
+    assert f["impact"] == pytest.approx(3 * LATE_US / 10_000.0)
+
+
+def test_no_straggler_when_the_waits_are_small(late_job):
+    assert "straggler" not in _ids(_straggler_summary(late_job, wall_us=1_000_000.0))   # 0.06%: noise
+
+
+# ------------------------------------------------------------------------------ device-side rules
+
+def test_comm_bound():
+    hit = _cap(device={"window_us": 1000.0, "busy_us": 800.0, "communication_exposed_us": 400.0})
+    miss = _cap(device={"window_us": 1000.0, "busy_us": 800.0, "communication_exposed_us": 100.0})
+    f, = [f for f in advisor.findings({"captures": [hit]}) if f["id"] == "comm_bound"]
+    assert "50% of the device's busy time" in f["title"] and f["impact"] == pytest.approx(0.4)
+    assert "comm_bound" not in _ids({"captures": [miss]})
+
+
+def test_host_bound():
+    row = {"device": "0", "stream": 7, "idle_us": 600.0, "host_wait_us": 500.0, "kernel_wait_us": 50.0, "other_us": 50.0}
+    f, = advisor.host_bound({"captures": [_cap(wall_us=1000.0, idle_causes=[row])]})
+    assert f["impact"] == pytest.approx(0.5) and "stream 7" in f["title"]
+    assert advisor.host_bound({"captures": [_cap(wall_us=10_000.0, idle_causes=[row])]}) == []
+
+
+def test_slow_link():
+    from test_links import _capture, _link
+    from mindspeed_profiler.analysis.analyzers import links
+
+    def caps(slow_time):
+        m = [_link(0, d, "HCCS", 20.0, slow_time if d == 5 else 1.0) for d in range(1, 8)]
+        groups = [{"id": "group_name_0", "ranks": list(range(8)), "name": "default_group", "rank": 0}]
+        c = _capture(0, m, groups)
+        c["communication"]["communication_matrix"] = [dict(r, group=str(links.double_hash("group_name_0"))) for r in m]
+        return [c]
+    found = [f for f in advisor.findings({"captures": caps(1.0 / 0.3)}) if f["id"] == "slow_link"]
+    assert found and all("0 -> 5 (HCCS)" in f["title"] for f in found)
+    assert found[0]["impact"] == pytest.approx(0.7, abs=1e-3)
+    assert "slow_link" not in _ids({"captures": caps(1.0)})
+
+
+def test_slow_rank():
+    flagged = {"run_id": "r1", "source": "timeline", "stage": "actor_update", "metric": "span", "role": "actor",
+               "rank": "actor:1", "value_us": 300.0, "median_us": 150.0, "ratio": 2.0, "n": 5, "flagged": True,
+               "reason": None}
+    f, = advisor.slow_rank({"slow_ranks": [flagged]})
+    assert "2.00x the median" in f["title"] and f["impact"] == pytest.approx(0.5)
+    assert advisor.slow_rank({"slow_ranks": [dict(flagged, flagged=False)]}) == []
+
+
+# ------------------------------------------------------------------------------ timeline rules
+
+def _timeline(gen_us: float, profiler_us: float) -> dict:
+    its = [{"iteration": i, "start_us": 1000.0 * i, "dur_us": 1000.0, "profiler_us": profiler_us,
+            "stages": {"actor_generate": {"total_us": gen_us, "wall_us": gen_us, "count": 1},
+                       "actor_update": {"total_us": 100.0, "wall_us": 100.0, "count": 1}}} for i in (1, 2)]
+    return {"captures": [], "timeline": {"iterations": its}}
+
+
+def test_generation_bound():
+    f, = advisor.generation_bound(_timeline(700.0, 0.0))
+    assert f["impact"] == pytest.approx(0.7) and "70%" in f["title"]
+    assert advisor.generation_bound(_timeline(300.0, 0.0)) == []
+
+
+def test_profiler_overhead():
+    f, = advisor.profiler_overhead(_timeline(0.0, 200.0))
+    assert f["impact"] == pytest.approx(0.2)
+    assert advisor.profiler_overhead(_timeline(0.0, 50.0)) == []
+
+
+# ------------------------------------------------------------------------------ the whole
+
+def test_ranked_by_impact_and_a_failing_rule_is_reported():
+    def broken(summary):
+        raise KeyError("x")
+    s = _timeline(700.0, 200.0)
+    got = advisor.findings(s, rules=(advisor.profiler_overhead, broken, advisor.generation_bound))
+    assert [f["id"] for f in got] == ["generation_bound", "profiler_overhead", "advisor_error"]
+    assert "rule broken failed: KeyError" in got[-1]["title"]
+    assert advisor.findings({"captures": []}) == []
+
+
+def test_findings_through_the_facade_console_and_report(late_job):
+    from rich.console import Console
+
+    from mindspeed_profiler.analysis.console import print_summary
+    from mindspeed_profiler.analysis.report import render
+
+    s = _straggler_summary(late_job, wall_us=10_000.0)
+    s.update(findings=advisor.findings(s), counts={"found": 3, "ok": 3, "failed": 0, "unparsed": 0}, warnings=[],
+             stage_rank=[], slow_ranks=[], timeline=None, runs=["r1"], root="/x", created="now", options={})
+    rows = list(RunAnalysis.from_summary(s).findings())
+    assert rows[0]["id"] == "straggler" and rows[0]["impact"] == pytest.approx(0.06)
+    out = io.StringIO()
+    print_summary(s, console=Console(file=out, width=200), html=False, db=False)
+    text = out.getvalue()
+    assert text.index("Findings") < text.index("actor rank 2 is the straggler")
+    page = render(s)
+    assert page.index("<h2>Findings</h2>") < page.index("actor rank 2 is the straggler")
