@@ -18,6 +18,7 @@ import pytest
 
 from conftest import REPO_ROOT
 from mindspeed_profiler import formats
+from mindspeed_profiler.system.regroup import MODULE as REGROUP
 from test_system_launch import tool_logs, write_fake_tools
 
 pytestmark = pytest.mark.slow
@@ -113,7 +114,9 @@ def test_grpo_with_fake_nsys_and_steps(tmp_path, clean_env):
         assert rec["argv"][:6] == [str(bin_dir / "nsys"), "profile", "-t", "cuda,nvtx", "--capture-range=cudaProfilerApi",
                                    "--capture-range-end=repeat:2"]
         assert rec["argv"][6] == f"--output={sysdir}/actor_rank{rank}" and rec["argv"][7] == sys.executable
-        assert rec["argv"][8].endswith("default_worker.py") and formats.SYSTEM_ENV in rec["env"]
+        # the worker's script runs through regroup (a process group of its own: system/regroup.py)
+        assert rec["argv"][8:10] == ["-m", REGROUP] and rec["argv"][10].endswith("default_worker.py")
+        assert formats.SYSTEM_ENV in rec["env"]
         meta = json.loads((sysdir / f"actor_rank{rank}.system.json").read_text())
         assert meta["status"] == "complete" and meta["steps"] == [2, 4] and meta["version"] == "nsys fake 1.0"
         assert (sysdir / f"actor_rank{rank}.nsys-rep").exists()
