@@ -203,7 +203,8 @@ def test_the_late_rank_is_last_and_costs_the_others_its_delay(late):
     assert [(c["last_rank"], c["wait_us"]) for c in ag] == [(1, {0: 10.0, 1: 0.0, 2: 10.0})] * 3
     cost = straggler_costs(inst)
     assert cost[2] == {"n_matched": 6, "n_last": 3, "cost_to_others_us": 3 * 2 * LATE_US, "waited_us": 3 * 10.0,
-                       "worst_victim_rank": 0, "worst_victim_cost_us": 3 * LATE_US}   # a tie: the lower rank
+                       "worst_victim_rank": 0, "worst_victim_cost_us": 3 * LATE_US,
+                       "worst_victim_net_us": 3 * LATE_US}   # a tie: the lower rank
     assert (cost[1]["n_last"], cost[1]["cost_to_others_us"], cost[1]["waited_us"]) == (3, 60.0, 3 * LATE_US)
     assert (cost[0]["n_last"], cost[0]["cost_to_others_us"], cost[0]["worst_victim_rank"]) == (0, 0.0, None)
 

@@ -66,3 +66,6 @@ def test_the_sleeping_rank_is_the_straggler_of_a_gloo_job(tmp_path):
     assert len(calls) == late["n_last"] and all(c["n_ranks"] == 2 for c in calls)
     waits = sorted(c["max_wait_us"] for c in calls)
     assert 0.7 * SLEEP_S * 1e6 < waits[len(waits) // 2] < 1.5 * SLEEP_S * 1e6, waits
+    # the advisor names it first, with its cost to rank 0 (net of rank 0's waits for rank 1)
+    top = summary["findings"][0]
+    assert top["id"] == "straggler" and top["title"].startswith("rank 1 is the straggler") and "rank 0 waited" in top["title"]

@@ -21,8 +21,7 @@ from typing import Callable, Iterable
 
 from . import questions as q
 
-STRAGGLER_MIN_SHARE = 0.05        # a rank's waits for the straggler: at least 5% of its capture's wall
-STRAGGLER_MIN_LAST = 0.5          # ... and the straggler last at half of its matched collectives or more
+STRAGGLER_MIN_SHARE = 0.05        # a rank's waits for the straggler, net of the straggler's for it: 5% of its wall
 COMM_BOUND_SHARE = 0.30           # exposed communication / busy device time
 HOST_BOUND_SHARE = 0.30           # host wait / the capture's wall time
 GENERATION_BOUND_SHARE = 0.50     # generation stages' share of the iteration
@@ -42,25 +41,26 @@ def _who(role, rank) -> str:
 
 
 def straggler(summary: dict) -> list[Finding]:
-    """A rank the others wait for at the collectives (stragglers table, clocks aligned on the ends)."""
+    """A rank the others wait for at the collectives (stragglers table, clocks aligned on the ends),
+    net of its own waits for them: two ranks that are late in turn are no straggler."""
     walls = {(c.get("run_id"), c.get("role"), c.get("stage"), c.get("rank")): c.get("wall_us") or 0.0
              for c in summary.get("captures") or []}
     out = []
     for r in q.STRAGGLERS.rows(summary):
-        victim = r.get("worst_victim_rank")
-        if victim is None or not r.get("n_matched") or r["n_last"] < STRAGGLER_MIN_LAST * r["n_matched"]:
-            continue
+        victim, net = r.get("worst_victim_rank"), r.get("worst_victim_net_us") or 0.0
         wall = walls.get((r.get("run_id"), r.get("role"), r.get("stage"), victim)) or 0.0
-        share = (r.get("worst_victim_cost_us") or 0.0) / wall if wall > 0 else 0.0
-        if share < STRAGGLER_MIN_SHARE:
+        share = net / wall if wall > 0 else 0.0
+        if victim is None or share < STRAGGLER_MIN_SHARE:
             continue
         where = f" of {r['stage']}" if r.get("stage") else ""
         out.append(_finding(
             "straggler", f"{_who(r.get('role'), r['rank'])} is the straggler{where}: {_who(r.get('role'), victim)} "
-            f"waited {r['worst_victim_cost_us'] / 1e3:.1f} ms for it ({share:.0%} of its time)", share,
+            f"waited {r['worst_victim_cost_us'] / 1e3:.1f} ms for it ({net / 1e3:.1f} ms more than the other way, "
+            f"{share:.0%} of its time)", share,
             {"table": "stragglers", "rank": r["rank"], "n_last": r["n_last"], "n_matched": r["n_matched"],
              "cost_to_others_us": r["cost_to_others_us"], "victim_rank": victim,
-             "victim_cost_us": r["worst_victim_cost_us"], "victim_wall_us": wall, "source": r.get("source")},
+             "victim_cost_us": r["worst_victim_cost_us"], "victim_net_us": net, "victim_wall_us": wall,
+             "source": r.get("source")},
             "look at what the straggler does before the collective (a longer compute, a late launch on the host, "
             "a data-loading stall); balance the work across data-parallel ranks", "stragglers"))
     return out

@@ -250,7 +250,8 @@ def matched_collectives(per_rank: dict[int, RankCollectives]) -> list[dict]:
 def straggler_costs(instances: list[dict]) -> dict[int, dict]:
     """Per rank over the matched collectives: n_matched, n_last (arrived last, someone waited),
     cost_to_others_us (the others' waits for it), worst_victim_rank / worst_victim_cost_us (the
-    rank it cost most; the lowest on a tie), waited_us (its own waits for the others)."""
+    rank it cost most; the lowest on a tie), worst_victim_net_us (those waits minus its own waits
+    for that rank), waited_us (its own waits for the others)."""
     per: dict[int, dict] = {}
     victims: dict[int, dict[int, float]] = {}
     for c in instances:
@@ -272,6 +273,8 @@ def straggler_costs(instances: list[dict]) -> dict[int, dict]:
         worst = min(v, key=lambda x: (-v[x], x)) if v else None
         p["worst_victim_rank"] = worst
         p["worst_victim_cost_us"] = v[worst] if worst is not None else None
+        # what it cost that rank beyond what that rank cost it: two ranks that jitter in turn cancel out
+        p["worst_victim_net_us"] = v[worst] - (victims.get(worst) or {}).get(r, 0.0) if worst is not None else None
     return per
 
 
@@ -292,6 +295,7 @@ def straggler_rows(per_rank: dict[int, RankCollectives], hta: dict | None = None
                      "n_last": c.get("n_last", 0), "cost_to_others_us": c.get("cost_to_others_us", 0.0),
                      "worst_victim_rank": c.get("worst_victim_rank"),
                      "worst_victim_cost_us": c.get("worst_victim_cost_us"),
+                     "worst_victim_net_us": c.get("worst_victim_net_us"),
                      "waited_us": c.get("waited_us", 0.0), "source": source})
     return rows
 
@@ -383,6 +387,8 @@ STRAGGLERS = RowModel(
         Field("cost_to_others_us", "us", "the other ranks' waits for it, summed", computed=True),
         Field("worst_victim_rank", "rank", "the rank it made wait longest", computed=True),
         Field("worst_victim_cost_us", "us", "that rank's waits for it, summed", computed=True),
+        Field("worst_victim_net_us", "us", "those waits minus its own waits for that rank (ranks that jitter in "
+              "turn: about 0)", computed=True),
         Field("waited_us", "us", "its own waits for the last rank, summed", computed=True),
         Field("source", "text", "kineto (device collective kernels) or kineto host calls (a CPU job's)", computed=True),
     ))
