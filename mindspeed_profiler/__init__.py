@@ -17,6 +17,7 @@ _EXPORTS: dict[str, str] = {
     "IntegratedConfig": "mindspeed_profiler.config",
     "TracerConfig": "mindspeed_profiler.config",
     "SystemConfig": "mindspeed_profiler.config",
+    "MetricsConfig": "mindspeed_profiler.config",
     "ProfilerConfigError": "mindspeed_profiler.config",
     "register_stage": "mindspeed_profiler.stages",
     "IntegratedProfiler": "mindspeed_profiler.profiler",

@@ -15,6 +15,7 @@ describes the same things in prose; tests/test_formats.py keeps the two in step.
         <group>_rank<R>.system.json              system_meta_name() (keys: SYSTEM_META_KEYS)
         <group>_rank<R>.iterations.jsonl         system_iterations_name(): the worker's iteration boundaries
         <group>_rank<R><report suffix>           system_report_name() (SYSTEM_REPORTS: per tool)
+      metrics/<role>_rank<R>.jsonl               METRICS_DIR (or metrics.output_dir), metrics_file_name(): one row per iteration
       analysis/summary.json, report.html, analysis.db
       requests/<id>.json, requests/workers/<role>_rank<R>.json   REQUESTS_DIR: on-demand capture
       profiler_config.json                       TORCH_NPU_DYNAMIC_FILE (torch_npu's request format)
@@ -31,6 +32,8 @@ CONFIG_ROOT_KEY = "profiler_config"  # the YAML block everything is configured u
 ALL_DIR = "all"  # the stage directory of `stage: all` captures
 TIMELINE_DIR = "timeline"
 SYSTEM_DIR = "system"
+METRICS_DIR = "metrics"  # the metrics tracker's JSON lines (metrics.output_dir; metrics_file_name())
+METRICS_SUFFIX = ".jsonl"
 ANALYSIS_DIR = "analysis"
 RUN_FILE = "run.json"
 RUN_SCHEMA = 1
@@ -251,6 +254,13 @@ def run_timeline_file(run_id: str) -> str:
     """`timeline.<run_id>.json`: one run's timeline, when a directory holds segments of several runs
     (timeline.json is then the latest run's)."""
     return f"timeline.{run_id}.json"
+
+
+def metrics_file_name(role: str, rank: int) -> str:
+    """`<role>_rank<R>.jsonl`: one worker's per-iteration metrics (metrics/tracker.py, docs/metrics.md)."""
+    return f"{role}_rank{rank}{METRICS_SUFFIX}"
+
+
 _SEGMENT_UNSAFE_RE = re.compile(r"[^A-Za-z0-9_.\-]+")
 
 

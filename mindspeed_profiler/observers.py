@@ -1,5 +1,6 @@
 """Who follows a profiler's iterations: one observer protocol for the on-demand listener
-(ondemand/listener.py), process-level capture (system/worker.py) and a user's own hooks.
+(ondemand/listener.py), process-level capture (system/worker.py), the metrics tracker
+(metrics/tracker.py) and a user's own hooks.
 
 An observer has four methods (`Observer` has them as no-ops; any object with them will do):
 

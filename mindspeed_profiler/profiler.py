@@ -1,10 +1,12 @@
 """IntegratedProfiler: rank / stage / step gating and the capture lifecycle; never fatal.
 
-    prof = IntegratedProfiler(cfg.integrated, role="actor")
+    prof = IntegratedProfiler(cfg, role="actor")
+    prof.set_model(model)              # optional: the model's size, for MFU (metrics/)
     prof.start()                       # iteration 1 begins
     for it in range(1, iters + 1):
         with prof.stage("actor_update"): ...
-        prof.step()                    # iteration `it` ends, `it + 1` begins
+        prof.step(tokens=n, samples=b) # iteration `it` ends (and did this much), `it + 1` begins
+        prof.metrics()                 # that iteration's timings, tokens/s, MFU (metrics.enable)
     prof.stop()                        # idempotent; also run at interpreter exit
 
 What to capture comes from schedule.py (pure); how, from a backend (backends/, chosen through its
@@ -12,6 +14,10 @@ registry); names from formats.py / backends/layout.py; the metadata and run.json
 manifest.py; what the profilers of one process share (live captures, marker state) from
 session.py. Any exception from a backend is caught, logged once, written into the capture's
 metadata, and that capture is abandoned: training goes on.
+
+With `profiler_config.metrics.enable` (and the whole ProfilerConfig given, not its `.integrated`)
+the profiler adds the metrics tracker (metrics/tracker.py) to its observers: one JSON line per
+iteration, also when `integrated.profile` is false.
 
 The MindSpeed-RL-style functions (get_profiler, profiler_start, profiler_step) live in
 mindspeed_api.py and are importable from here too.
@@ -21,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +40,7 @@ from mindspeed_profiler.backends import Backend, CaptureHandle, CaptureSpec, lay
 from mindspeed_profiler.backends.honour import capture_options
 from mindspeed_profiler.backends.registry import AUTO, backend_class
 from mindspeed_profiler.manifest import capture_metadata, resolve_run_id, split_config, write_run_manifest
+from mindspeed_profiler.metrics.counts import check_step_counts
 from mindspeed_profiler.ranks import resolve_rank
 from mindspeed_profiler.schedule import plan_from_config
 from mindspeed_profiler.signals import install_sigterm_handler
@@ -158,7 +166,7 @@ class IntegratedProfiler:
     answers (the listener's child; it writes no spans and no run.json of its own).
 
     `observers`: this profiler's own observers (observers.py: started / stage / step / stopped),
-    the on-demand listener among them; add_observer() adds one.
+    the on-demand listener and the metrics tracker among them; add_observer() adds one.
     """
 
     def __init__(self, cfg: Any, role: str | None = None, *, rank: int | None = None,
@@ -181,6 +189,17 @@ class IntegratedProfiler:
         self._request_id = request_id
         self.observers: list[Any] = []
         self._ondemand = None   # the listener (also in self.observers), for introspection
+        self.model_size = None  # metrics.ModelSize, from set_model()
+        self._step_counts: dict[str, int] = {}   # what the iteration ending at this step() did
+        self._iter_began: float | None = None    # perf_counter() when the current iteration began
+        self._iter_ended: float | None = None    # ... and when the last one ended
+        self._metrics = None    # the metrics tracker (also in self.observers)
+        mcfg = getattr(full, "metrics", None)
+        if mcfg is not None and mcfg.enable and iteration_spans and request_id is None:
+            from mindspeed_profiler.metrics.tracker import MetricsTracker
+
+            self._metrics = MetricsTracker(self, full, rank, world_size)
+            self.observers.append(self._metrics)
         if getattr(integ, "dynamic", False) and iteration_spans:
             from mindspeed_profiler.ondemand.listener import make_listener
 
@@ -219,6 +238,41 @@ class IntegratedProfiler:
         """The current 1-based iteration (None before start() / after stop())."""
         return self._iteration
 
+    @property
+    def step_counts(self) -> dict[str, int]:
+        """What the iteration that is ending did, as given to step() (tokens, samples, ...): for
+        observers, during their `step` call."""
+        return self._step_counts
+
+    @property
+    def iteration_window(self) -> tuple[float | None, float | None]:
+        """(began, ended), time.perf_counter() seconds, of the iteration that is ending: for
+        observers, during their `step` / `stopped` call (the moments its timeline span opens and
+        closes)."""
+        return self._iter_began, self._iter_ended
+
+    def metrics(self) -> dict[str, Any]:
+        """The last completed iteration's metrics (docs/metrics.md: `timing_s/<stage>`,
+        `perf/throughput`, `perf/mfu/<stage>`, ...), for a logger of your own; {} before the first,
+        or when `metrics.enable` is false."""
+        return dict(self._metrics.last) if self._metrics is not None else {}
+
+    def set_model(self, model_or_config: Any = None, *, parameters: int | None = None, layers: int | None = None,
+                  hidden: int | None = None, ffn_hidden: int | None = None, vocab: int | None = None,
+                  heads: int | None = None) -> Any:
+        """The model's size, for MFU (metrics/model_size.py). `model_or_config`: a Megatron-core
+        model or TransformerConfig (Megatron's parameter formula), any torch.nn.Module (the sum of
+        its parameters' numel) or a metrics.ModelSize. Or no object: `parameters=N`, or the shape
+        (`layers`, `hidden`, `heads`, optionally `ffn_hidden`, `vocab`) for the formula. A keyword
+        given with an object overrides what the object says. `metrics.parameters` in the config wins
+        over all of it. Returns the ModelSize."""
+        from mindspeed_profiler.metrics.model_size import size_of
+
+        size = size_of(model_or_config, parameters=parameters, layers=layers, hidden=hidden, ffn_hidden=ffn_hidden,
+                       vocab=vocab, heads=heads)
+        self.model_size = size
+        return size
+
     def add_observer(self, observer: Any) -> None:
         """Follow this profiler's iterations and stages (observers.py); once per observer."""
         if observer not in self.observers:
@@ -248,14 +302,20 @@ class IntegratedProfiler:
                     self._open = self._open_capture(None, w.first, w.last, w.warmup, w.requested_warmup)
         self._iter_busy = False
         if self.observers: observers.notify(self.observers, "started", self, iteration)  # noqa: E701
+        self._iter_began = time.perf_counter()
         if STATE.tracer is not None and self._iteration_spans:
             self._iter_span = self._tracer_enter(formats.SPAN_ITERATION, formats.CAT_ITERATION, {"iteration": iteration})
 
-    def step(self) -> None:
-        """The current iteration ends and the next one begins."""
+    def step(self, tokens: int | None = None, samples: int | None = None, **counts: int) -> None:
+        """The current iteration ends and the next one begins. `tokens`, `samples` and `counts`
+        (prompt_tokens=, response_tokens=, any name): what the ending iteration did, for the metrics
+        (docs/metrics.md); each a non-negative int, else ValueError."""
+        given = check_step_counts(tokens, samples, counts) if tokens is not None or samples is not None or counts else {}
         if not self._running:
             return
         if observers.ITERATION_LISTENERS: observers.notify(observers.ITERATION_LISTENERS, "step", self, self._iteration + 1)  # noqa: E701
+        self._iter_ended = time.perf_counter()
+        self._step_counts = given
         if self._iter_span is not None:
             span, self._iter_span = self._iter_span, None
             self._tracer_exit(span)
@@ -276,6 +336,8 @@ class IntegratedProfiler:
                 self._open = self._open_capture(None, w.first, w.last, w.warmup, w.requested_warmup)
         if self.observers: observers.notify(self.observers, "step", self, self._iteration)  # noqa: E701
         self._iter_busy = False
+        self._step_counts = {}
+        self._iter_began = time.perf_counter()
         if STATE.tracer is not None and self._iteration_spans:
             self._iter_span = self._tracer_enter(formats.SPAN_ITERATION, formats.CAT_ITERATION, {"iteration": self._iteration})
 
@@ -291,6 +353,8 @@ class IntegratedProfiler:
             return
         self._running = False
         if observers.ITERATION_LISTENERS: observers.notify(observers.ITERATION_LISTENERS, "stopped", self, self._iteration)  # noqa: E701
+        self._iter_ended = time.perf_counter()
+        self._step_counts = {}
         if self.observers:  # before this profiler's captures close (a running on-demand capture exports what it recorded)
             observers.notify(self.observers, "stopped", self, self._iteration)
         if self._iter_span is not None:

@@ -40,6 +40,17 @@ def split_overrides(config_path: str | Path, section: str, overrides: Sequence[s
     return train, rest
 
 
+def check_straggler(settings: dict[str, Any], ranks: int, section: str) -> None:
+    """`straggler_rank` (an actor rank, or null: off) and `straggler_ms` (>= 0): the delay before that
+    rank's gradient all-reduce (workers.PolicyWorker._all_reduce_grads)."""
+    rank, ms = settings.get("straggler_rank"), settings.get("straggler_ms", 0)
+    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < ranks):
+        raise ValueError(f"{section}.straggler_rank={rank!r} must be an actor rank from 0 to {ranks - 1} "
+                         f"({section}.actor_ranks={ranks}), or null (no straggler)")
+    if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 <= ms <= 600_000:
+        raise ValueError(f"{section}.straggler_ms={ms!r} must be a number of milliseconds from 0 to 600000")
+
+
 def check_even_shards(items: int, what: str, ranks: int, section: str) -> None:
     """Each data-parallel actor rank must get an equal, non-empty shard: a rank without one never joins
     the gradient all-reduce (the others wait on it), and unequal shards bias the averaged gradient."""
@@ -209,7 +220,10 @@ def run_trainer(trainer_cls: type[Trainer], config_path: str | Path, overrides: 
     cfg = start_run(cfg)  # this run's id, carried to the workers in the config they receive
     n_actors = int(settings["actor_ranks"])
     check_even_shards(int(settings[trainer_cls.batch_key]), trainer_cls.batch_key, n_actors, trainer_cls.section)
-    model = dict(settings["model"], prompt_len=settings["prompt_len"], response_len=settings["response_len"])
+    check_straggler(settings, n_actors, trainer_cls.section)
+    # what every worker needs: the model, the sequence lengths, the straggler made on purpose (if any)
+    model = dict(settings["model"], prompt_len=settings["prompt_len"], response_len=settings["response_len"],
+                 straggler_rank=settings.get("straggler_rank"), straggler_ms=settings.get("straggler_ms", 0))
     trainer = trainer_cls(settings)
     history: list[dict[str, float]] = []
     wall = 0.0

@@ -16,7 +16,7 @@ from examples.common import task
 from examples.common.mcore_cpu import build_gpt, causal_mask, init_megatron
 from examples.common.rl_math import dpo_loss, grpo_loss, token_log_probs
 from mindspeed_profiler import IntegratedProfiler, load_config, mstx_range, mstx_timer_decorator
-from mindspeed_profiler.tracing import init_tracer, shutdown_tracer, trace_span
+from mindspeed_profiler.tracing import init_tracer, shutdown_tracer
 
 
 class PolicyWorker:
@@ -54,7 +54,10 @@ class PolicyWorker:
             self.optimizer = torch.optim.Adam(self.model.parameters(), lr=model.get("lr", 1e-3))
         self.cfg = load_config(self.config, check_paths=False)  # validated on the driver already
         init_tracer(self.cfg, role=self.role, rank=rank)   # one name per process: the profiler's role
-        self.profiler = IntegratedProfiler(self.cfg.integrated, role=self.role)
+        # the whole config: its `metrics` section too (per-iteration timings, tokens/s, MFU)
+        self.profiler = IntegratedProfiler(self.cfg, role=self.role)
+        self.profiler.set_model(self.model)   # the GPTModel: Megatron's parameter formula, for MFU
+        self._counts: dict[str, int] = {}     # what this rank's iteration processed, given to step()
         self.profiler.start()  # MindSpeed starts it at the end of worker init
         return self.ready()
 
@@ -69,7 +72,15 @@ class PolicyWorker:
         self.model.load_state_dict(weights, strict=False)
 
     def end_iteration(self) -> None:
-        self.profiler.step()
+        counts, self._counts = self._counts, {}
+        self.profiler.step(**counts)   # tokens=, samples=, prompt_tokens=, response_tokens= of this rank's batch
+
+    def _note_batch(self, sequences: torch.Tensor, prompt_len: int, **more: int) -> None:
+        """This rank's batch of the iteration (prompt + response token ids, one row per sequence),
+        as the counts its profiler.step() reports."""
+        n, length = sequences.shape
+        self._counts = {"tokens": n * length, "samples": n, "prompt_tokens": n * prompt_len,
+                        "response_tokens": n * (length - prompt_len), **more}
 
     def shutdown(self) -> dict[str, Any]:
         if hasattr(self, "profiler"):  # setup may not have run (a failed group start)
@@ -97,9 +108,13 @@ class PolicyWorker:
             return self._log_probs(tokens)
 
     def _all_reduce_grads(self) -> None:
-        """Data-parallel gradient average over the worker group (gloo on CPU, NCCL/HCCL on devices)."""
+        """Data-parallel gradient average over the worker group (gloo on CPU, NCCL/HCCL on devices).
+        `<trainer>.straggler_rank=R <trainer>.straggler_ms=M`: rank R sleeps M ms right before it, so
+        that the other ranks wait for it in the all-reduce (a straggler made on purpose)."""
         import torch.distributed as dist
 
+        if self.rank == self.model_cfg.get("straggler_rank") and self.model_cfg.get("straggler_ms"):
+            time.sleep(self.model_cfg["straggler_ms"] / 1000.0)
         if self.world_size == 1:
             return
         with mstx_range("grad_all_reduce"):
@@ -116,6 +131,7 @@ class ReferenceWorker(PolicyWorker):
     trainable = False
 
     def compute_ref_log_prob(self, tokens: torch.Tensor) -> torch.Tensor:
+        self._note_batch(tokens, self.model_cfg["prompt_len"])
         return self.compute_log_prob(tokens, "reference_compute_log_prob")
 
 
@@ -144,6 +160,7 @@ class GRPOActorWorker(PolicyWorker):
     def update(self, tokens: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor,
                advantages: torch.Tensor, prompt_len: int, epochs: int = 1, clip_ratio: float = 0.2,
                kl_coef: float = 0.01) -> dict[str, float]:
+        self._note_batch(tokens, prompt_len)
         with self.profiler.stage("actor_update"):
             self.model.train()
             mask = torch.zeros_like(old_logp)
@@ -170,6 +187,7 @@ class DPOActorWorker(PolicyWorker):
 
     def update(self, chosen: torch.Tensor, rejected: torch.Tensor, ref_chosen: torch.Tensor,
                ref_rejected: torch.Tensor, prompt_len: int, beta: float = 0.1) -> dict[str, float]:
+        self._note_batch(torch.cat([chosen, rejected]), prompt_len, pairs=chosen.shape[0])
         with self.profiler.stage("actor_update"):
             self.model.train()
             with mstx_range("forward_backward"):

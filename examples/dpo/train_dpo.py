@@ -4,6 +4,14 @@
 
 Overrides: profiler_config.* for the profiler, dpo.* for the trainer (dpo.iterations=3).
 A local Ray cluster is started unless RAY_ADDRESS is set.
+
+Each worker's profiler.step() gets its batch's counts (tokens=, samples= sequences, chosen and
+rejected, pairs=, prompt_tokens=, response_tokens=) and the model (set_model), for the per-iteration
+metrics of `profiler_config.metrics` (docs/metrics.md).
+
+`dpo.straggler_rank=R dpo.straggler_ms=M`: actor rank R sleeps M ms right before its gradient
+all-reduce in the update (inside its actor_update stage); the other actor ranks wait for it.
+Default: off.
 """
 from __future__ import annotations
 

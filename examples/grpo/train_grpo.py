@@ -6,6 +6,15 @@ Overrides are dotted key=value pairs for the profiler block (profiler_config.int
 or the trainer block (grpo.iterations=3). A local Ray cluster is started unless RAY_ADDRESS is set.
 After training: the timeline is merged (timeline/timeline.json, opens in Perfetto) and
 `mindspeed-profiler analyse` runs over profile_save_path unless --no-analyse.
+
+Each worker's profiler is told what its iteration did (step(tokens=, samples=, prompt_tokens=,
+response_tokens=): its shard's prompt + response tokens) and the model (set_model: the GPTModel),
+so that `profiler_config.metrics` writes <profile_save_path>/metrics/<role>_rank<R>.jsonl with
+timings, tokens/s and MFU per iteration (docs/metrics.md).
+
+`grpo.straggler_rank=R grpo.straggler_ms=M` makes actor rank R a straggler: it sleeps M ms right
+before each gradient all-reduce of its update (update_epochs of them per iteration), inside its
+actor_update stage, and the other actor ranks wait for it in the all-reduce. Default: off.
 """
 from __future__ import annotations
 

@@ -362,7 +362,7 @@ def _findings(con: Console, summary: dict) -> None:
                      "(the profiler's own cost, not training time)")
     if lines:
         con.print()
-        con.print("[bold]Findings[/bold]")
+        con.print("[bold]Highlights[/bold]")
         for ln in lines:
             con.print(f"  - {ln}", highlight=False)
 

@@ -1,4 +1,4 @@
-"""One schema for the whole `profiler_config` block: `integrated`, `tracer`, `system`.
+"""One schema for the whole `profiler_config` block: `integrated`, `tracer`, `system`, `metrics`.
 
 `integrated` keeps MindSpeed-RL's 15 field names, meanings and defaults verbatim, so a MindSpeed-RL
 training YAML loads unchanged; our additions are optional and their defaults keep MindSpeed's
@@ -40,11 +40,13 @@ from mindspeed_profiler.config.errors import MISSING, ROOT_KEY, SECTIONS, Checke
 from mindspeed_profiler.config.load import Override, load_config, parse_override, read_source, split_overrides
 from mindspeed_profiler.config.schema import (
     INTEGRATED_FIELDS,
+    METRICS_FIELDS,
     MINDSPEED_FIELDS,
     SECTION_SCHEMAS,
     SYSTEM_FIELDS,
     TRACER_FIELDS,
     IntegratedConfig,
+    MetricsConfig,
     ProfilerConfig,
     SystemConfig,
     TracerConfig,
@@ -59,7 +61,7 @@ SYSTEM_CAPTURE_AVAILABLE = True
 
 __all__ = [
     "AIC_METRICS", "ALL_GROUPS", "DEFAULT_SAVE_PATH", "ENV_NAME_RE", "EXPORT_TYPES", "INTEGRATED_FIELDS",
-    "MAX_ITERATION", "MAX_OVERRIDE_DEPTH", "MAX_UNKNOWN_REPORTED", "MAX_YAML_NODES", "MINDSPEED_FIELDS", "MISSING",
+    "MAX_ITERATION", "MAX_OVERRIDE_DEPTH", "METRICS_FIELDS", "MetricsConfig", "MAX_UNKNOWN_REPORTED", "MAX_YAML_NODES", "MINDSPEED_FIELDS", "MISSING",
     "NAME_MAX", "PARALLEL_DIMS", "PATH_MAX", "PROFILE_LEVELS", "ROOT_KEY", "SECTIONS", "SECTION_SCHEMAS",
     "SYSTEM_CAPTURE_AVAILABLE", "SYSTEM_FIELDS", "TRACER_FIELDS", "TRACER_SINKS", "Checker", "IntegratedConfig",
     "Override", "ProfilerConfig", "ProfilerConfigError", "SystemConfig", "TracerConfig", "backend_choices",

@@ -61,9 +61,12 @@ def check_bool(value: Any, path: str, problems: Problems) -> Any:
     return BAD
 
 
-def check_int(minimum: int | None = None, maximum: int | None = None) -> Checker:
+def check_int(minimum: int | None = None, maximum: int | None = None, optional: bool = False) -> Checker:
     def check(value: Any, path: str, problems: Problems) -> Any:
-        allowed = (f" >= {minimum}" if minimum is not None else "") + (f" and <= {maximum}" if maximum is not None else "")
+        if value is None and optional:
+            return None
+        allowed = (f" >= {minimum}" if minimum is not None else "") + (f" and <= {maximum}" if maximum is not None else "") \
+            + (" or null" if optional else "")
         if isinstance(value, bool) or not isinstance(value, int):
             problems.append((path, f"got {describe(value)}; expected an integer{allowed}"))
             return BAD

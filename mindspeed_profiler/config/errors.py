@@ -6,7 +6,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from mindspeed_profiler.formats import CONFIG_ROOT_KEY as ROOT_KEY
 MISSING = "???"  # OmegaConf's mandatory-missing marker
-SECTIONS = ("integrated", "tracer", "system")
+SECTIONS = ("integrated", "tracer", "system", "metrics")
 
 Problems = list  # list[tuple[str, str]]: (where, what is wrong)
 Checker = Callable[[Any, str, Problems], Any]

@@ -17,6 +17,10 @@ from mindspeed_profiler.config.checks import MAX_OVERRIDE_DEPTH, path_problem
 from mindspeed_profiler.config.errors import ROOT_KEY, SECTIONS, ProfilerConfigError, describe
 from mindspeed_profiler.config.schema import INTEGRATED_FIELDS, ProfilerConfig
 from mindspeed_profiler.config.validate import validate
+from mindspeed_profiler.formats import RUN_ID_KEY
+
+# section names that a training YAML may use for something of its own at its top level
+GENERIC_SECTIONS = frozenset({"metrics"})
 
 
 def load_yaml(path: Path) -> Any:
@@ -75,11 +79,14 @@ def find_our_block(data: Any, origin: str) -> dict[str, Any]:
         if block is None:
             return {}
         if not isinstance(block, Mapping):
-            raise ProfilerConfigError([(ROOT_KEY, f"got {describe(block)}; expected a mapping with integrated / tracer / system")])
+            raise ProfilerConfigError([(ROOT_KEY, f"got {describe(block)}; expected a mapping with integrated / tracer / system / metrics")])
         return dict(block)
     keys = set(data)
-    if keys & set(SECTIONS):
-        return dict(data)  # the block itself; validate() reports any unknown section
+    ours = keys & set(SECTIONS)
+    # the block itself (validate() reports any unknown section); `metrics` is a common key of a whole
+    # training YAML too: alone, it is our block only when nothing else is there
+    if ours - GENERIC_SECTIONS or (ours and keys <= set(SECTIONS) | {RUN_ID_KEY}):
+        return dict(data)
     if keys and (keys <= set(INTEGRATED_FIELDS) or any(str(k).startswith("profile") for k in keys & set(INTEGRATED_FIELDS))):
         return {"integrated": dict(data)}  # a bare `integrated` section; validate() reports unknown keys
     # A typo must not silently turn profiling off: a top-level key close to `profiler_config`, or a

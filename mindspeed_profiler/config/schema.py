@@ -18,7 +18,7 @@ from mindspeed_profiler.config.checks import (
     check_step_list, check_str_list, check_worker_groups, rank_in, system_backend_choices,
 )
 from mindspeed_profiler.config.errors import ROOT_KEY, SECTIONS, Checker
-from mindspeed_profiler.formats import RUN_ID_KEY, SYSTEM_DIR
+from mindspeed_profiler.formats import METRICS_DIR, RUN_ID_KEY, SYSTEM_DIR
 
 _CHECK = "check"  # metadata key: the field's checker
 _MINDSPEED = "mindspeed"  # metadata key: one of MindSpeed-RL's 15 `integrated` fields
@@ -154,12 +154,27 @@ class SystemConfig:
 
 
 @dataclass(frozen=True)
+class MetricsConfig:
+    """`profiler_config.metrics`: per-iteration timings, throughput and MFU, one JSON line per
+    iteration per worker (metrics/, docs/metrics.md); independent of `integrated.profile`."""
+
+    enable: bool = setting(False, check_bool)
+    output_dir: str | None = setting(None, check_dir_path)  # default: <profile_save_path>/metrics
+    # TFLOPS of one device (dense BF16 / FP16); null: the table's for the device (metrics/peaks.py), none on a CPU
+    peak_tflops: float | None = setting(None, check_number(0.0, optional=True))
+    # the parameters a token passes through; null: the model given to set_model()
+    parameters: int | None = setting(None, check_int(1, optional=True))
+    tensorboard: bool = setting(False, check_bool)
+
+
+@dataclass(frozen=True)
 class ProfilerConfig:
     """The whole validated `profiler_config` block."""
 
     integrated: IntegratedConfig = field(default_factory=IntegratedConfig)
     tracer: TracerConfig = field(default_factory=TracerConfig)
     system: SystemConfig | None = None
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     # Not a setting: the id of the run this config drives, set by manifest.start_run on the driver
     # and carried to the workers with the config (`profiler_config.run_id`).
     run_id: str | None = None
@@ -167,6 +182,10 @@ class ProfilerConfig:
     @property
     def timeline_dir(self) -> str:
         return self.tracer.output_dir or os.path.join(self.integrated.profile_save_path, "timeline")
+
+    @property
+    def metrics_output_dir(self) -> str:
+        return self.metrics.output_dir or os.path.join(self.integrated.profile_save_path, METRICS_DIR)
 
     @property
     def system_output_dir(self) -> str:
@@ -206,11 +225,12 @@ def schema_of(cls: type) -> Mapping[str, Checker]:
 INTEGRATED_FIELDS = schema_of(IntegratedConfig)
 TRACER_FIELDS = schema_of(TracerConfig)
 SYSTEM_FIELDS = schema_of(SystemConfig)
+METRICS_FIELDS = schema_of(MetricsConfig)
 # MindSpeed-RL's 15 `integrated` fields, in its order
 MINDSPEED_FIELDS = tuple(f.name for f in fields(IntegratedConfig) if f.metadata[_MINDSPEED])
 
 SECTION_SCHEMAS: Mapping[str, Mapping[str, Checker]] = MappingProxyType(
-    {"integrated": INTEGRATED_FIELDS, "tracer": TRACER_FIELDS, "system": SYSTEM_FIELDS}
+    {"integrated": INTEGRATED_FIELDS, "tracer": TRACER_FIELDS, "system": SYSTEM_FIELDS, "metrics": METRICS_FIELDS}
 )
 
 # Other frameworks' spellings of a field, accepted at load as the field itself (docs/glossary.md):
@@ -220,4 +240,5 @@ FIELD_ALIASES: Mapping[str, Mapping[str, str]] = MappingProxyType({
     "integrated": MappingProxyType({"enable": "profile", "profile_continuous_steps": "profile_steps_continuous"}),
     "tracer": MappingProxyType({"enabled": "enable"}),
     "system": MappingProxyType({"enable": "enabled"}),
+    "metrics": MappingProxyType({"enabled": "enable"}),
 })

@@ -11,8 +11,10 @@ from typing import Any, Mapping
 from mindspeed_profiler import stages as _stages
 from mindspeed_profiler.config.checks import DEFAULT_SAVE_PATH, MAX_UNKNOWN_REPORTED, check_stage, unwritable
 from mindspeed_profiler.config.errors import BAD, MISSING, ROOT_KEY, SECTIONS, Problems, ProfilerConfigError, describe, hint
-from mindspeed_profiler.config.schema import FIELD_ALIASES, SECTION_SCHEMAS, IntegratedConfig, ProfilerConfig, SystemConfig, TracerConfig
-from mindspeed_profiler.formats import RUN_ID_KEY, RUN_ID_RE
+from mindspeed_profiler.config.schema import (
+    FIELD_ALIASES, SECTION_SCHEMAS, IntegratedConfig, MetricsConfig, ProfilerConfig, SystemConfig, TracerConfig,
+)
+from mindspeed_profiler.formats import METRICS_DIR, RUN_ID_KEY, RUN_ID_RE
 from mindspeed_profiler.system.config_rules import check_system
 
 def field_keys(raw: Mapping[str, Any], schema: Mapping[str, Any], path: str, problems: Problems,
@@ -98,7 +100,7 @@ def check_integrated(f: dict[str, Any], had_bad: bool, problems: Problems, check
 
 
 def validate(block: Mapping[str, Any], *, check_paths: bool = True) -> ProfilerConfig:
-    """Validate a `profiler_config` mapping (with integrated / tracer / system keys)."""
+    """Validate a `profiler_config` mapping (with integrated / tracer / system / metrics keys)."""
     problems: list[tuple[str, str]] = []
     if not isinstance(block, Mapping):
         raise ProfilerConfigError([(ROOT_KEY, f"got {describe(block)}; expected a mapping")])
@@ -115,6 +117,7 @@ def validate(block: Mapping[str, Any], *, check_paths: bool = True) -> ProfilerC
     tracer = check_section("tracer", block.get("tracer"), problems)
     system_raw = block.get("system")
     system = check_section("system", system_raw, problems) if system_raw is not None else None
+    metrics = check_section("metrics", block.get("metrics"), problems)
     if integ is not None:
         check_integrated(integ, integ_bad, problems, check_paths)
     save_path = (integ or {}).get("profile_save_path", DEFAULT_SAVE_PATH)
@@ -123,6 +126,11 @@ def validate(block: Mapping[str, Any], *, check_paths: bool = True) -> ProfilerC
         msg = unwritable(out)
         if msg:
             problems.append((f"{ROOT_KEY}.tracer.output_dir", msg))
+    if metrics and metrics.get("enable") and check_paths:
+        out = metrics.get("output_dir") or os.path.join(save_path, METRICS_DIR)
+        msg = unwritable(out)
+        if msg:
+            problems.append((f"{ROOT_KEY}.metrics.output_dir", msg))
     if system is not None and isinstance(system_raw, Mapping):
         check_system(system, system_raw, problems, check_paths, save_path)
     if problems:
@@ -133,5 +141,6 @@ def validate(block: Mapping[str, Any], *, check_paths: bool = True) -> ProfilerC
         integrated=IntegratedConfig(**(integ or {})),
         tracer=TracerConfig(**(tracer or {})),
         system=SystemConfig(**system) if system is not None else None,
+        metrics=MetricsConfig(**(metrics or {})),
         run_id=run_id,
     )

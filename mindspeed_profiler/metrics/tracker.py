@@ -1,0 +1,232 @@
+"""The metrics tracker: per-iteration timings, throughput and MFU, one JSON line per iteration.
+
+An observer (observers.py) the profiler adds to its own when `profiler_config.metrics.enable` is
+true, also with `integrated.profile: false`. It times every stage call (wall time, summed per stage
+per iteration), takes the iteration's wall time from the profiler (from start() / step() to the
+next step() / stop(), the moments its timeline span opens and closes), and at each step() writes
+the iteration that ended as one line of `<output_dir>/<role>_rank<R>.jsonl`, keys as the RL
+frameworks name them (docs/metrics.md defines each):
+
+    iteration, timing_s/<stage>, timing_s/iteration, perf/tokens, perf/samples, perf/<count>,
+    perf/throughput, perf/throughput/<stage>, perf/mfu/<stage>, perf/max_memory_allocated_gb
+
+`prof.metrics()` returns the last row. Nothing here raises into training: a file that cannot be
+written, or TensorBoard missing, is reported once and the iterations go on.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mindspeed_profiler import formats
+from mindspeed_profiler._warn import new_scope, warn_once
+from mindspeed_profiler.metrics.model_size import FORWARD_FLOPS_PER_PARAM, TRAIN_FLOPS_PER_PARAM
+from mindspeed_profiler.metrics.peaks import peak_tflops
+from mindspeed_profiler.observers import Observer
+from mindspeed_profiler.ranks import resolve_rank
+
+TRAIN_STAGE_WORDS = ("update", "train")   # a stage named with one of these runs forward + backward: 6 N per token
+GIB = 2**30
+
+
+def is_train_stage(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in TRAIN_STAGE_WORDS)
+
+
+def flops_per_token(stage: str, parameters: int) -> int:
+    """6 N for a stage that trains (its name has "update" or "train"), 2 N for the others."""
+    return (TRAIN_FLOPS_PER_PARAM if is_train_stage(stage) else FORWARD_FLOPS_PER_PARAM) * parameters
+
+
+def iteration_row(iteration: int, wall_s: float, stage_s: dict[str, float], counts: dict[str, int],
+                  parameters: int | None, peak: float | None, max_memory_gb: float | None = None) -> dict[str, Any]:
+    """Pure: one iteration's row from its measurements (the keys of docs/metrics.md, in that order)."""
+    row: dict[str, Any] = {"iteration": iteration}
+    for stage, seconds in stage_s.items():
+        row[f"timing_s/{stage}"] = seconds
+    row["timing_s/iteration"] = wall_s
+    tokens = counts.get("tokens")
+    for name in ("tokens", "samples"):
+        if name in counts:
+            row[f"perf/{name}"] = counts[name]
+    for name, value in counts.items():
+        if name not in ("tokens", "samples"):
+            row[f"perf/{name}"] = value
+    if tokens is not None:
+        if wall_s > 0:
+            row["perf/throughput"] = tokens / wall_s
+        for stage, seconds in stage_s.items():
+            if seconds > 0:
+                row[f"perf/throughput/{stage}"] = tokens / seconds
+        if parameters and peak:
+            for stage, seconds in stage_s.items():
+                if seconds > 0:
+                    row[f"perf/mfu/{stage}"] = tokens * flops_per_token(stage, parameters) / (seconds * peak * 1e12)
+    if max_memory_gb is not None:
+        row["perf/max_memory_allocated_gb"] = max_memory_gb
+    return row
+
+
+def _device_modules() -> list[Any]:
+    """torch.npu (present once torch_npu is imported) and torch.cuda, when torch is loaded; never
+    imports torch, never initialises a device the process has not used."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return []
+    out = []
+    for mod in (getattr(torch, "npu", None), getattr(torch, "cuda", None)):
+        try:
+            if mod is None or not mod.is_available():
+                continue
+            initialised = getattr(mod, "is_initialized", None)
+            if initialised is not None and not initialised():
+                continue
+            out.append(mod)
+        except Exception:
+            continue
+    return out
+
+
+def max_memory_allocated_gb() -> float | None:
+    """The process's peak of allocated device memory, GiB (torch.npu / torch.cuda), or None."""
+    for mod in _device_modules():
+        try:
+            return mod.max_memory_allocated() / GIB
+        except Exception:
+            continue
+    return None
+
+
+def device_name() -> str | None:
+    for mod in _device_modules():
+        try:
+            return str(mod.get_device_name())
+        except Exception:
+            continue
+    return None
+
+
+class _StageTimer:
+    __slots__ = ("tracker", "name", "t0")
+
+    def __init__(self, tracker: "MetricsTracker", name: str):
+        self.tracker, self.name = tracker, name
+
+    def __enter__(self) -> "_StageTimer":
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        spent = time.perf_counter() - self.t0
+        stages = self.tracker._stage_s
+        stages[self.name] = stages.get(self.name, 0.0) + spent
+        return False
+
+
+class MetricsTracker(Observer):
+    """`profiler`'s per-iteration metrics (see the module docstring). `cfg`: the whole ProfilerConfig
+    (its `metrics` section and `integrated.profile_save_path`)."""
+
+    def __init__(self, profiler: Any, cfg: Any, rank: int | None = None, world_size: int | None = None):
+        self.cfg = cfg.metrics
+        self.role = profiler.role
+        self.rank = resolve_rank(rank, world_size)[0]
+        out_dir = self.cfg.output_dir or os.path.join(cfg.integrated.profile_save_path, formats.METRICS_DIR)
+        self.output_dir = Path(out_dir)
+        self.path = self.output_dir / formats.metrics_file_name(self.role, self.rank)
+        self.last: dict[str, Any] = {}
+        self._stage_s: dict[str, float] = {}
+        self._mode = "w"          # the first row of a run starts the file; a resumed run appends
+        self._peak: float | None = self.cfg.peak_tflops
+        self._tb: Any = None      # the SummaryWriter, once made; False: unavailable
+        self._scope = new_scope()
+
+    # ------------------------------------------------------------------ the observer protocol
+
+    def started(self, profiler: Any, iteration: int) -> None:
+        self._stage_s = {}
+        if iteration > 1:
+            self._mode = "a"
+
+    def stage(self, profiler: Any, name: str) -> _StageTimer:
+        return _StageTimer(self, name)
+
+    def step(self, profiler: Any, iteration: int) -> None:
+        self._finish(profiler, iteration - 1, dict(profiler.step_counts))
+
+    def stopped(self, profiler: Any, iteration: int | None) -> None:
+        # as the timeline: the iteration the last step() began counts only if a stage ran in it
+        if iteration is not None and self._stage_s:
+            self._finish(profiler, iteration, {})
+        if self._tb:
+            try:
+                self._tb.close()
+            except Exception:
+                pass
+            self._tb = None
+
+    # ------------------------------------------------------------------ rows
+
+    def parameters(self, profiler: Any) -> int | None:
+        """N: `metrics.parameters` when set, else the profiler's model (set_model)."""
+        if self.cfg.parameters is not None:
+            return self.cfg.parameters
+        size = getattr(profiler, "model_size", None)
+        return size.parameters if size is not None else None
+
+    def peak(self) -> float | None:
+        """TFLOPS of one device: `metrics.peak_tflops`, else the table's for this device (peaks.py)."""
+        if self._peak is None:
+            self._peak = peak_tflops(device_name())
+        return self._peak
+
+    def _finish(self, profiler: Any, iteration: int, counts: dict[str, int]) -> None:
+        began, ended = profiler.iteration_window
+        stage_s, self._stage_s = self._stage_s, {}
+        if began is None or ended is None or iteration < 1:
+            return
+        parameters = self.parameters(profiler)
+        peak = self.peak() if parameters and "tokens" in counts else None
+        row = iteration_row(iteration, ended - began, stage_s, counts, parameters, peak, max_memory_allocated_gb())
+        self.last = row
+        self._write(row)
+        if self.cfg.tensorboard:
+            self._scalars(row)
+
+    def _write(self, row: dict[str, Any]) -> None:
+        try:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            with open(self.path, self._mode, encoding="utf-8") as fh:
+                fh.write(json.dumps(row, separators=(",", ":")) + "\n")
+            self._mode = "a"
+        except Exception as exc:   # a full disk or a read-only directory must not stop training
+            warn_once((self._scope, "metrics-write"), "could not write the iteration metrics to %s (%s rank %d): %s: %s; "
+                      "training goes on (prof.metrics() still has them)", self.path, self.role, self.rank,
+                      type(exc).__name__, exc)
+
+    def _scalars(self, row: dict[str, Any]) -> None:
+        if self._tb is None:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._tb = SummaryWriter(log_dir=str(self.output_dir / "tensorboard" / f"{self.role}_rank{self.rank}"))
+            except Exception as exc:
+                self._tb = False
+                warn_once(("metrics-tensorboard", type(exc).__name__), "metrics.tensorboard is true but TensorBoard is "
+                          "unusable here (%s: %s): no scalars are written; the JSON lines still are", type(exc).__name__, exc)
+        if not self._tb:
+            return
+        try:
+            step = row["iteration"]
+            for key, value in row.items():
+                if key != "iteration":
+                    self._tb.add_scalar(key, value, step)
+            self._tb.flush()
+        except Exception as exc:
+            warn_once((self._scope, "metrics-tb-write"), "TensorBoard scalars for %s rank %d failed: %s: %s; training goes on",
+                      self.role, self.rank, type(exc).__name__, exc)
