@@ -160,7 +160,7 @@ def test_plan_launch_and_argv():
     # the worker's script runs through regroup (a process group of its own, away from the tool's)
     assert plan.wrapped and plan.argv[:2] == ["/bin/nsys", "profile"] and plan.argv[-4:] == ["py", "-m", REGROUP, "w.py"]
     rocprof = plan_launch(WorkerSpec("rocprof_sys", "actor", 0, "/out"), ["py", "w.py"], which=lambda t: f"/bin/{t}")
-    assert rocprof.argv[-3:] == ["--", "py", "w.py"]   # its report is written inside the worker: nothing to outlive
+    assert rocprof.argv[-5:] == ["--", "py", "-m", REGROUP, "w.py"]   # a wrapper around the worker is kept out of its group too
     assert split_argv(["tok", "--", "py", "a"]) == ("tok", ["py", "a"])
     with pytest.raises(ValueError):
         split_argv(["tok", "py"])

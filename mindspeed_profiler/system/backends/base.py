@@ -30,8 +30,10 @@ class SystemBackend:
     no_steps: ClassVar[str] = ""   # why `steps` cannot work with this tool (steps_mode None)
     version_args: ClassVar[tuple[str, ...]] = ("--version",)
     clock_mark: ClassVar[bool] = False  # the worker runs a short, recognisable busy function to align the tool's clock
-    # the tool writes its report after the worker has ended (nsys, msprof, py-spy): the worker then
-    # runs in a process group of its own (system/regroup.py), out of reach of Ray's cleanup of its group
+    # the tool (or, for rocprof-sys-python, a wrapper process around the worker) may write its report
+    # after the worker has ended: the worker then runs in a process group of its own
+    # (system/regroup.py), out of reach of Ray's cleanup of its group. False: the tool runs the
+    # worker's command itself and regroup must stay out of it.
     report_after_worker: ClassVar[bool] = True
 
     def sample_rate_hz(self, spec: WorkerSpec) -> float | None:

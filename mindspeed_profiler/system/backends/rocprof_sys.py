@@ -16,7 +16,6 @@ class RocprofSys(SystemBackend):
     tool = "rocprof-sys-python"
     title = "rocprof-sys-python"
     fields = ("args",)
-    report_after_worker = False   # written inside the worker, as it exits
     no_steps = ("rocprof-sys-python records the whole process and mindspeed-profiler has no way to limit it to "
                 "training steps")
 
