@@ -261,6 +261,24 @@ def metrics_file_name(role: str, rank: int) -> str:
     return f"{role}_rank{rank}{METRICS_SUFFIX}"
 
 
+TRAIN_STAGE_WORDS = ("update", "train")   # a stage named with one of these runs forward + backward: 6 N per token
+
+
+def is_train_stage(name: str) -> bool:
+    """A stage that trains (the tracker's 6 N FLOPs per token; the advisor's MFU rule)."""
+    lowered = name.lower()
+    return any(word in lowered for word in TRAIN_STAGE_WORDS)
+
+
+METRICS_FILE_RE = re.compile(r"^(?P<role>[A-Za-z0-9][A-Za-z0-9_.\-]*?)_rank(?P<rank>\d+)" + re.escape(METRICS_SUFFIX) + "$")
+
+
+def parse_metrics_file_name(name: str) -> tuple[str, int] | None:
+    """(role, rank) of a metrics_file_name(), or None for another file."""
+    m = METRICS_FILE_RE.match(name)
+    return (m["role"], int(m["rank"])) if m and int(m["rank"]) <= MAX_RANK else None
+
+
 _SEGMENT_UNSAFE_RE = re.compile(r"[^A-Za-z0-9_.\-]+")
 
 

@@ -38,11 +38,11 @@ def _straggler_summary(per_rank: dict, wall_us: float) -> dict:
 
 
 def test_straggler_found_with_its_cost_to_the_others(late_job):
-    s = _straggler_summary(late_job, wall_us=10_000.0)   # 3 x 200 us of waits: 6% of rank 0's 10 ms
+    s = _straggler_summary(late_job, wall_us=5_000.0)   # 3 x 200 us of waits: 12% of rank 0's 5 ms
     f, = [f for f in advisor.findings(s) if f["id"] == "straggler"]
     assert f["title"].startswith("actor rank 2 is the straggler of actor_update: actor rank 0 waited 0.6 ms")
     assert f["evidence"]["victim_rank"] == 0 and f["evidence"]["victim_cost_us"] == 3 * LATE_US
-    assert f["impact"] == pytest.approx(3 * LATE_US / 10_000.0)
+    assert f["impact"] == pytest.approx(3 * LATE_US / 5_000.0)
 
 
 def test_no_straggler_when_the_waits_are_small(late_job):
@@ -112,6 +112,55 @@ def test_profiler_overhead():
     assert advisor.profiler_overhead(_timeline(0.0, 50.0)) == []
 
 
+def _idle_timeline(actor_idle: float, rollout_idle: float) -> dict:
+    """Two iterations of 1 ms; two actor workers, one rollout worker, each idle that share."""
+    its = [{"iteration": i, "start_us": 1000.0 * i, "dur_us": 1000.0, "stages": {},
+            "idle_per_worker_us": {"actor:0": 1000.0 * actor_idle, "actor:1": 1000.0 * actor_idle,
+                                   "rollout:0": 1000.0 * rollout_idle}} for i in (1, 2)]
+    return {"captures": [], "timeline": {"iterations": its}}
+
+
+def test_group_idle():
+    f, = advisor.group_idle(_idle_timeline(0.6, 0.1))
+    assert f["title"] == "worker group actor is idle 60% of the iterations while rollout works (rollout idle 10%)"
+    assert f["impact"] == pytest.approx(0.6 * 2 / 3) and f["evidence"]["workers"] == 2
+    assert advisor.group_idle(_idle_timeline(0.4, 0.1)) == []       # under half: no finding
+    one_group = _idle_timeline(0.9, 0.1)
+    for it in one_group["timeline"]["iterations"]:
+        del it["idle_per_worker_us"]["rollout:0"]
+    assert advisor.group_idle(one_group) == []                      # nobody else to wait on
+
+
+def _tracker_cap(role="actor", rank=0, **metrics) -> dict:
+    rows = [{"iteration": i, "metric": k, "value": v} for i in (1, 2) for k, v in metrics.items()]
+    return {"path": f"metrics/{role}_rank{rank}.jsonl", "kind": "tracker", "status": "ok", "role": role, "rank": rank,
+            "stage": None, "tracker": {"rows": rows, "n_iterations": 2}}
+
+
+def test_memory_near_capacity_from_the_tracker_and_from_memory_records():
+    full = _tracker_cap(**{"perf/max_memory_reserved_gb": 60.0, "perf/memory_capacity_gb": 64.0})
+    f, = advisor.memory_near_capacity({"captures": [full]})
+    assert f["title"] == "actor rank 0: peak memory 94% of the device's"
+    assert f["impact"] == pytest.approx(60 / 64 * advisor.MEMORY_IMPACT_WEIGHT, abs=1e-4)   # rounded to 4 places
+    roomy = _tracker_cap(**{"perf/max_memory_reserved_gb": 30.0, "perf/memory_capacity_gb": 64.0})
+    assert advisor.memory_near_capacity({"captures": [roomy]}) == []
+    gpu = {"device": "CUDA:0", "device_id": 0, "peak_reserved_bytes": 79 * 2**30, "capacity_bytes": 80 * 2**30}
+    f, = advisor.memory_near_capacity({"captures": [_cap(memory_records={"devices": [gpu]})]})
+    assert "CUDA:0: peak memory 99%" in f["title"] and f["evidence"]["table"] == "memory_record_peaks"
+    no_capacity = dict(gpu, capacity_bytes=None)   # Ascend's records: no capacity in the files, no finding
+    assert advisor.memory_near_capacity({"captures": [_cap(memory_records={"devices": [no_capacity]})]}) == []
+
+
+def test_low_mfu():
+    slow = _tracker_cap(**{"perf/mfu/actor_update": 0.05, "timing_s/actor_update": 2.0, "timing_s/iteration": 4.0,
+                           "perf/mfu/actor_generate": 0.01})
+    f, = advisor.low_mfu({"captures": [slow]})   # generation is no training stage: not this rule's
+    assert f["title"] == "actor actor_update: MFU 5.0% of the device's peak (under 25%)"
+    assert f["impact"] == pytest.approx(0.5 * (1 - 0.05 / advisor.LOW_MFU))
+    good = _tracker_cap(**{"perf/mfu/actor_update": 0.4, "timing_s/actor_update": 2.0, "timing_s/iteration": 4.0})
+    assert advisor.low_mfu({"captures": [good]}) == []
+
+
 # ------------------------------------------------------------------------------ the whole
 
 def test_ranked_by_impact_and_a_failing_rule_is_reported():
@@ -130,11 +179,11 @@ def test_findings_through_the_facade_console_and_report(late_job):
     from mindspeed_profiler.analysis.console import print_summary
     from mindspeed_profiler.analysis.report import render
 
-    s = _straggler_summary(late_job, wall_us=10_000.0)
+    s = _straggler_summary(late_job, wall_us=5_000.0)
     s.update(findings=advisor.findings(s), counts={"found": 3, "ok": 3, "failed": 0, "unparsed": 0}, warnings=[],
              stage_rank=[], slow_ranks=[], timeline=None, runs=["r1"], root="/x", created="now", options={})
     rows = list(RunAnalysis.from_summary(s).findings())
-    assert rows[0]["id"] == "straggler" and rows[0]["impact"] == pytest.approx(0.06)
+    assert rows[0]["id"] == "straggler" and rows[0]["impact"] == pytest.approx(0.12)
     out = io.StringIO()
     print_summary(s, console=Console(file=out, width=200), html=False, db=False)
     text = out.getvalue()

@@ -28,13 +28,14 @@ from mindspeed_profiler.analysis.sqlite_export import converter
 
 
 def _memory_run(root: Path) -> Path:
-    """A real CPU capture with profile_with_memory (a PyTorch memory snapshot beside it)."""
+    """A real CPU capture with profile_with_memory (a PyTorch memory snapshot beside it), metrics on."""
     from mindspeed_profiler import IntegratedProfiler, load_config
     from profiler_testutil import train
 
     cfg = load_config({"integrated": {"profile": True, "profile_save_path": str(root), "backend": "torch",
                                       "profile_level": "level2", "profile_with_memory": True,
-                                      "profile_step_start": 2, "profile_step_end": 3}})
+                                      "profile_step_start": 2, "profile_step_end": 3},
+                       "metrics": {"enable": True}})   # and the tracker's rows (tracker_metrics)
     train(IntegratedProfiler(cfg, role="actor", rank=0, world_size=1), 3)
     return root
 

@@ -179,6 +179,50 @@ def torch_trace(tmp_path_factory):
     return path, self_mem
 
 
+@pytest.fixture(scope="module")
+def staged_trace(tmp_path_factory):
+    """A current-torch CPU trace (profile_memory=True) of two steps, each with two record_function
+    ranges named like our profiler's stage ranges, allocating different amounts."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        keep = []
+        for step in range(2):
+            with record_function("actor_generate"):
+                keep.append(torch.ones(1 << 16))          # 256 KiB kept across the ranges
+            with record_function("actor_update"):
+                big = torch.ones(1 << 20)                  # 4 MiB, freed in the range
+                big.add_(1)
+                del big
+            prof.step()
+    path = tmp_path_factory.mktemp("staged") / "cpu.pt.trace.json"
+    prof.export_chrome_trace(str(path))
+    return path
+
+
+def test_peaks_per_stage_range_recomputed(staged_trace):
+    doc = json.loads(staged_trace.read_text())
+    ev = doc["traceEvents"]
+    mem = [e for e in ev if e.get("name") == "[memory]" and e.get("ph") == "i"]
+    want: dict = {}
+    for r in ev:   # brute force: every record inside every range of the name
+        if r.get("ph") != "X" or r.get("cat") != "user_annotation" or r["name"].startswith("ProfilerStep#"):
+            continue
+        inside = [m for m in mem if r["ts"] <= m["ts"] <= r["ts"] + r["dur"]]
+        if inside:
+            w = want.setdefault(r["name"], [0, 0, 0])
+            w[0] += 1
+            w[1] = max(w[1], max(m["args"]["Total Allocated"] for m in inside))
+            w[2] = max(w[2], max(m["args"]["Total Reserved"] for m in inside))
+    got = mp.kineto_trace_memory(staged_trace)["ranges"]
+    assert {r["range"]: [r["n_ranges"], r["peak_allocated_bytes"], r["peak_reserved_bytes"]] for r in got} == want
+    assert [r["range"] for r in got] == ["actor_update", "actor_generate"]   # by peak, largest first
+    upd, gen = got
+    assert upd["n_ranges"] == gen["n_ranges"] == 2 and upd["device"] == "CPU"
+    assert upd["peak_allocated_bytes"] - gen["peak_allocated_bytes"] >= 4 * 2**20 - 2 * 2**18   # the 4 MiB tensor
+
+
 def test_generated_torch_trace_recomputed(torch_trace):
     path, self_mem = torch_trace
     doc = json.loads(path.read_text())
@@ -255,7 +299,7 @@ def test_hand_made_kineto():
 
 
 def test_kineto_no_memory_and_unreadable(tmp_path):
-    assert mp.kineto_memory([_op("a", 1, 0, 5)]) == {"devices": [], "ops": [], "n_bad": 0, "warnings": []}
+    assert mp.kineto_memory([_op("a", 1, 0, 5)]) == {"devices": [], "ops": [], "ranges": [], "n_bad": 0, "warnings": []}
     bad = tmp_path / "x.pt.trace.json"
     bad.write_bytes(b"\x00\x01 not json")
     got = mp.kineto_trace_memory(bad)

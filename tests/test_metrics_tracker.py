@@ -230,14 +230,19 @@ def test_no_peak_no_mfu_and_the_device_peak_is_used_when_known(tmp_path, clean_s
 
 def test_max_memory_from_the_device_module_when_it_was_used(monkeypatch):
     fake_cuda = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: True,
-                                      max_memory_allocated=lambda: 3 * 2**30, get_device_name=lambda: "NVIDIA A100-SXM4-80GB")
+                                      max_memory_allocated=lambda: 3 * 2**30, get_device_name=lambda: "NVIDIA A100-SXM4-80GB",
+                                      max_memory_reserved=lambda: 4 * 2**30, current_device=lambda: 0,
+                                      get_device_properties=lambda i: types.SimpleNamespace(total_memory=80 * 2**30))
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=fake_cuda))
     assert tracker_module.max_memory_allocated_gb() == 3.0
     assert peak_tflops(tracker_module.device_name()) == 312.0
+    assert tracker_module.device_memory_gb() == {"max_memory_reserved_gb": 4.0, "memory_capacity_gb": 80.0}
     fake_cuda.is_initialized = lambda: False          # a process that never used the GPU: nothing asked
     assert tracker_module.max_memory_allocated_gb() is None and tracker_module.device_name() is None
-    row = tracker_module.iteration_row(1, 1.0, {}, {}, None, None, 1.5)
+    assert tracker_module.device_memory_gb() == {}
+    row = tracker_module.iteration_row(1, 1.0, {}, {}, None, None, 1.5, {"max_memory_reserved_gb": 2.0, "memory_capacity_gb": 64.0})
     assert row["perf/max_memory_allocated_gb"] == 1.5
+    assert row["perf/max_memory_reserved_gb"] == 2.0 and row["perf/memory_capacity_gb"] == 64.0
 
 
 def test_tensorboard_missing_is_one_warning_and_the_lines_are_still_written(tmp_path, clean_state, runtime_warnings,

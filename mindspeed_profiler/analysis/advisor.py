@@ -4,7 +4,8 @@ Each rule reads the rows of one or two questions (questions.py: the same rows an
 returns findings; a finding is
 
     id        the rule's id (straggler, comm_bound, host_bound, slow_link, slow_rank,
-              generation_bound, profiler_overhead)
+              generation_bound, group_idle, memory_near_capacity, latency_bound, low_mfu,
+              profiler_overhead)
     title     one line naming who and where ("actor rank 1 is the straggler of actor_update ...")
     impact    the share of the time at stake, 0..1: findings are ranked by it
     evidence  the numbers the rule used and where they came from (table, field)
@@ -19,13 +20,23 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from . import questions as q
+from mindspeed_profiler.formats import is_train_stage
 
-STRAGGLER_MIN_SHARE = 0.05        # a rank's waits for the straggler, net of the straggler's for it: 5% of its wall
+from . import questions as q
+from .analyzers.tracker_metrics import MFU_PREFIX, maxima, means
+
+STRAGGLER_MIN_SHARE = 0.10        # a rank's waits for the straggler, net of the straggler's for it: 10% of its wall
+                                  # (a GRPO run without a straggler on a loaded 2-core box: 8%, by noise)
 COMM_BOUND_SHARE = 0.30           # exposed communication / busy device time
 HOST_BOUND_SHARE = 0.30           # host wait / the capture's wall time
 GENERATION_BOUND_SHARE = 0.50     # generation stages' share of the iteration
 PROFILER_OVERHEAD_SHARE = 0.10    # profiler time (export, start) / iteration time
+GROUP_IDLE_SHARE = 0.50           # a worker group idle half of the iterations while another works
+MEMORY_NEAR_CAPACITY = 0.90       # peak reserved (else allocated) / the device's memory
+MEMORY_IMPACT_WEIGHT = 0.5        # a memory finding ranks at half its used share: a risk (OOM), not time spent
+LATENCY_BOUND_SHARE = 0.05        # time in latency-bound (small-message) collectives / the capture's wall
+LOW_MFU = 0.25                    # MFU of a training stage below a quarter of the device's peak
+CONTROLLER_ROLES = ("driver",)    # the single controller waits on the worker groups by design: never "idle"
 DOCS = "docs/diagnosis.md"
 
 Finding = dict
@@ -173,8 +184,142 @@ def profiler_overhead(summary: dict) -> list[Finding]:
         "the-advisor")]
 
 
+def group_idle(summary: dict) -> list[Finding]:
+    """A worker group (role) idle much of the iterations while another works (timeline: the
+    iteration minus each worker's stage union, timeline_idle). A group's idle share is its
+    workers' idle time over their iterations' time; the busiest group is the one it waits on."""
+    dur = {r.get("iteration"): r.get("dur_us") or 0.0 for r in q.ITERATIONS.rows(summary)}
+    idle: dict[str, float] = {}
+    total: dict[str, float] = {}
+    workers: dict[str, set] = {}
+    for r in q.TIMELINE_IDLE.rows(summary):
+        role = str(r.get("worker") or "").rsplit(":", 1)[0]
+        if role in CONTROLLER_ROLES:
+            continue
+        idle[role] = idle.get(role, 0.0) + (r.get("idle_us") or 0.0)
+        total[role] = total.get(role, 0.0) + (dur.get(r.get("iteration")) or 0.0)
+        workers.setdefault(role, set()).add(r.get("worker"))
+    share = {role: idle[role] / total[role] for role in idle if total[role] > 0}
+    if len(share) < 2:
+        return []
+    busiest = min(share, key=lambda role: (share[role], role))
+    n_all = sum(len(workers[role]) for role in share)
+    out = []
+    for role, s in sorted(share.items()):
+        if role == busiest or s < GROUP_IDLE_SHARE:
+            continue
+        n = len(workers[role])
+        out.append(_finding(
+            "group_idle", f"worker group {role} is idle {s:.0%} of the iterations while {busiest} works "
+            f"({busiest} idle {share[busiest]:.0%})", s * n / n_all,
+            {"table": "timeline_idle", "role": role, "idle_share": s, "workers": n, "busiest_role": busiest,
+             "busiest_idle_share": share[busiest], "all_workers": n_all},
+            "the group waits on another: colocate the groups on the same devices (a hybrid engine), overlap them "
+            "(asynchronous rollout, one step off-policy), or give the idle group fewer devices", "the-advisor"))
+    return out
+
+
+def _tracker_workers(summary: dict) -> dict[tuple, list[dict]]:
+    """(role, rank) -> the tracker rows of that worker."""
+    out: dict[tuple, list[dict]] = {}
+    for r in q.TRACKER_METRICS.rows(summary):
+        out.setdefault((r.get("role"), r.get("rank")), []).append(r)
+    return out
+
+
+def memory_near_capacity(summary: dict) -> list[Finding]:
+    """A device whose peak reserved (else allocated) memory is close to its capacity: the tracker's
+    perf/max_memory_reserved_gb over perf/memory_capacity_gb, or a GPU capture's memory records
+    over the trace's deviceProperties."""
+    out = []
+    for (role, rank), rows in sorted(_tracker_workers(summary).items(), key=lambda kv: tuple(map(str, kv[0]))):
+        top = maxima(rows)
+        used = top.get("perf/max_memory_reserved_gb", top.get("perf/max_memory_allocated_gb"))
+        cap = top.get("perf/memory_capacity_gb")
+        if used is None or not cap or used / cap < MEMORY_NEAR_CAPACITY:
+            continue
+        out.append(_memory_finding(_who(role, rank), used / cap, {"table": "tracker_metrics", "used_gb": used,
+                                                                   "capacity_gb": cap}))
+    for r in q.MEMORY_RECORD_PEAKS.rows(summary):
+        used, cap = r.get("peak_reserved_bytes") or r.get("peak_allocated_bytes"), r.get("capacity_bytes")
+        if not used or not cap or used / cap < MEMORY_NEAR_CAPACITY:
+            continue
+        out.append(_memory_finding(f"{_who(r.get('role'), r.get('rank'))} {r.get('device')}", used / cap,
+                                   {"table": "memory_record_peaks", "path": r.get("path"), "used_bytes": used,
+                                    "capacity_bytes": cap, "source": r.get("source")}))
+    return out
+
+
+def _memory_finding(who: str, share: float, evidence: dict) -> Finding:
+    return _finding(
+        "memory_near_capacity", f"{who}: peak memory {share:.0%} of the device's", share * MEMORY_IMPACT_WEIGHT,
+        {**evidence, "used_share": share},
+        "close to an out-of-memory error: activation recomputation, a smaller micro batch, offloading the optimizer "
+        "or the reference model, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation",
+        "peak-memory")
+
+
+def latency_bound(summary: dict) -> list[Finding]:
+    """A capture spending a share of its time in collectives too small to use the link's bandwidth
+    (collective_bandwidth rows flagged latency_bound)."""
+    walls = {c.get("path"): c.get("wall_us") or 0.0 for c in summary.get("captures") or []}
+    per: dict = {}
+    for r in q.COLLECTIVE_BANDWIDTH.rows(summary):
+        if r.get("latency_bound"):
+            p = per.setdefault(r.get("path"), {"role": r.get("role"), "rank": r.get("rank"), "stage": r.get("stage"),
+                                               "us": 0.0, "calls": 0, "names": set()})
+            p["us"] += r.get("total_us") or 0.0
+            p["calls"] += r.get("count") or 0
+            p["names"].add(str(r.get("collective") or r.get("name")))
+    out = []
+    for path, p in sorted(per.items(), key=lambda kv: str(kv[0])):
+        wall = walls.get(path) or 0.0
+        if wall <= 0 or p["us"] / wall < LATENCY_BOUND_SHARE:
+            continue
+        out.append(_finding(
+            "latency_bound", f"{_who(p['role'], p['rank'])}{' in ' + p['stage'] if p.get('stage') else ''}: "
+            f"{p['calls']} small collectives take {p['us'] / wall:.0%} of the capture", p["us"] / wall,
+            {"table": "collective_bandwidth", "path": path, "latency_bound_us": p["us"], "calls": p["calls"],
+             "collectives": sorted(p["names"]), "wall_us": wall},
+            "many small messages pay the link's latency, not its bandwidth: bucket them (DDP bucket_cap_mb, "
+            "Megatron's overlap_grad_reduce buckets), coalesce (all_reduce_coalesced), or fuse the small tensors",
+            "collective-bandwidth"))
+    return out
+
+
+def low_mfu(summary: dict) -> list[Finding]:
+    """A training stage (its name has update / train) whose MFU (the tracker's perf/mfu/<stage>,
+    mean over iterations and ranks) is below LOW_MFU; impact: the iteration time that stage would
+    save at LOW_MFU."""
+    acc: dict[tuple, list[tuple[float, float, float]]] = {}
+    for (role, _rank), rows in _tracker_workers(summary).items():
+        m = means(rows)
+        for key, mfu in m.items():
+            stage = key[len(MFU_PREFIX):] if key.startswith(MFU_PREFIX) else None
+            if stage and is_train_stage(stage):
+                acc.setdefault((role, stage), []).append(
+                    (mfu, m.get(f"timing_s/{stage}") or 0.0, m.get("timing_s/iteration") or 0.0))
+    out = []
+    for (role, stage), vals in sorted(acc.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        mfu = sum(v[0] for v in vals) / len(vals)
+        t_stage, t_iter = sum(v[1] for v in vals) / len(vals), sum(v[2] for v in vals) / len(vals)
+        if mfu >= LOW_MFU:
+            continue
+        share = t_stage / t_iter if t_iter > 0 else 0.0
+        out.append(_finding(
+            "low_mfu", f"{role} {stage}: MFU {mfu:.1%} of the device's peak (under {LOW_MFU:.0%})",
+            share * (1.0 - mfu / LOW_MFU),
+            {"table": "tracker_metrics", "role": role, "stage": stage, "mfu": mfu, "workers": len(vals),
+             "stage_s": t_stage, "iteration_s": t_iter, "stage_share": share},
+            "the update leaves the device's compute unused: larger micro batches or sequence packing, fused kernels "
+            "(flash attention, fused optimizer), fewer host syncs; check the peak the MFU is measured against "
+            "(metrics.peak_tflops)", "the-advisor"))
+    return out
+
+
 RULES: tuple[Callable[[dict], list[Finding]], ...] = (
-    straggler, comm_bound, host_bound, slow_link, slow_rank, generation_bound, profiler_overhead)
+    straggler, comm_bound, host_bound, slow_link, slow_rank, generation_bound, group_idle, memory_near_capacity,
+    low_mfu, profiler_overhead)
 
 
 def findings(summary: dict, rules: Iterable[Callable[[dict], list[Finding]]] = RULES) -> list[Finding]:

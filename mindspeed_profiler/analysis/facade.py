@@ -157,9 +157,19 @@ class RunAnalysis:
         records (Kineto [memory] events, memory_record.csv / MEMORY_RECORD; docs/diagnosis.md, "Memory")."""
         return self.rows(q.MEMORY_RECORD_PEAKS)
 
+    def memory_stage_peaks(self) -> Rows:
+        """Per device and annotated range name (the stages our profiler draws, record_function /
+        mstx ranges): the peak allocated / reserved bytes inside them (Kineto [memory] events)."""
+        return self.rows(q.MEMORY_STAGE_PEAKS)
+
     def memory_record_ops(self) -> Rows:
         """The ops allocating most, per device (Kineto [memory] events, operator_memory.csv / OP_MEMORY)."""
         return self.rows(q.MEMORY_RECORD_OPS)
+
+    def tracker_metrics(self) -> Rows:
+        """The metrics tracker's rows (metrics/<role>_rank<R>.jsonl): per worker, iteration and key
+        (timing_s/<stage>, perf/throughput, perf/mfu/<stage>, ...; docs/metrics.md)."""
+        return self.rows(q.TRACKER_METRICS)
 
     def warnings(self) -> Rows:
         """Every warning: the summary's own (capture identity empty) and each capture's, errors too."""

@@ -18,12 +18,13 @@ from .analyzers.idle_causes import IDLE_CAUSES, KERNEL_LAUNCHES
 from .analyzers.kernels import KERNEL_TOTALS, KERNELS
 from .analyzers.links import LINKS
 from .analyzers.memory import MEMORY_PEAKS, MEMORY_SITES, NPU_MEMORY
-from .analyzers.memory_peaks import MEMORY_RECORD_OPS, MEMORY_RECORD_PEAKS
+from .analyzers.memory_peaks import MEMORY_RECORD_OPS, MEMORY_RECORD_PEAKS, MEMORY_STAGE_PEAKS
 from .analyzers.ops import OP_TOTALS, OPS
 from .analyzers.stages import ITERATIONS, SPANS, STAGE_WORKER, TIMELINE_IDLE, TIMELINE_STAGES
 from .analyzers.step_breakdown import STEP_BREAKDOWN
 from .analyzers.steps import STEPS
 from .analyzers.stragglers import STRAGGLER_COLLECTIVES, STRAGGLERS
+from .analyzers.tracker_metrics import TRACKER_METRICS
 from .rows import Field, Record, RowModel
 
 _CAPTURE_DEVICE = ("busy_us", "compute_us", "communication_us", "communication_exposed_us", "memcpy_exposed_us", "idle_us")
@@ -113,7 +114,7 @@ MODELS: tuple[RowModel, ...] = (
     ANNOTATIONS, STEPS, STEP_BREAKDOWN, STAGE_RANK, SLOW_RANKS, SPANS, TIMELINE_STAGES, ITERATIONS, TIMELINE_IDLE,
     STAGE_WORKER, BREAKDOWN, CRITICAL_PATH, MEMORY_PEAKS, MEMORY_SITES, NPU_MEMORY,
     IDLE_CAUSES, KERNEL_LAUNCHES, LINKS, STRAGGLERS, STRAGGLER_COLLECTIVES, MEMORY_RECORD_PEAKS, MEMORY_RECORD_OPS,
-    FINDINGS,
+    FINDINGS, TRACKER_METRICS, MEMORY_STAGE_PEAKS,
 )
 BY_TABLE = {m.table: m for m in MODELS}
 

@@ -24,7 +24,8 @@ IDENTITY = ("path", "role", "rank", "stage")   # what RunAnalysis puts first on 
 # unit -> SQLite column type (times REAL microseconds, counts / ranks / flags INTEGER)
 SQL_TYPES = {"us": "REAL", "ms": "REAL", "s": "REAL", "MB": "REAL", "GB/s": "REAL", "share": "REAL",
              "ratio": "REAL", "count": "INTEGER", "bytes": "INTEGER", "id": "INTEGER", "rank": "INTEGER",
-             "iteration": "INTEGER", "step": "INTEGER", "flag": "INTEGER", "index": "INTEGER", "text": "TEXT"}
+             "iteration": "INTEGER", "step": "INTEGER", "flag": "INTEGER", "index": "INTEGER", "text": "TEXT",
+             "number": "REAL"}
 
 # (capture index or None, the capture or None, the raw row: a summary dict, plus computed values)
 Record = tuple[Any, Any, dict]

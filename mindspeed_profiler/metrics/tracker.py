@@ -8,7 +8,8 @@ the iteration that ended as one line of `<output_dir>/<role>_rank<R>.jsonl`, key
 frameworks name them (docs/metrics.md defines each):
 
     iteration, timing_s/<stage>, timing_s/iteration, perf/tokens, perf/samples, perf/<count>,
-    perf/throughput, perf/throughput/<stage>, perf/mfu/<stage>, perf/max_memory_allocated_gb
+    perf/throughput, perf/throughput/<stage>, perf/mfu/<stage>, perf/max_memory_allocated_gb,
+    perf/max_memory_reserved_gb, perf/memory_capacity_gb
 
 `prof.metrics()` returns the last row. Nothing here raises into training: a file that cannot be
 written, or TensorBoard missing, is reported once and the iterations go on.
@@ -44,7 +45,8 @@ def flops_per_token(stage: str, parameters: int) -> int:
 
 
 def iteration_row(iteration: int, wall_s: float, stage_s: dict[str, float], counts: dict[str, int],
-                  parameters: int | None, peak: float | None, max_memory_gb: float | None = None) -> dict[str, Any]:
+                  parameters: int | None, peak: float | None, max_memory_gb: float | None = None,
+                  memory: dict[str, float] | None = None) -> dict[str, Any]:
     """Pure: one iteration's row from its measurements (the keys of docs/metrics.md, in that order)."""
     row: dict[str, Any] = {"iteration": iteration}
     for stage, seconds in stage_s.items():
@@ -69,6 +71,8 @@ def iteration_row(iteration: int, wall_s: float, stage_s: dict[str, float], coun
                     row[f"perf/mfu/{stage}"] = tokens * flops_per_token(stage, parameters) / (seconds * peak * 1e12)
     if max_memory_gb is not None:
         row["perf/max_memory_allocated_gb"] = max_memory_gb
+    for key, value in (memory or {}).items():   # the reserved peak and the capacity (device_memory_gb)
+        row[f"perf/{key}"] = value
     return row
 
 
@@ -100,6 +104,23 @@ def max_memory_allocated_gb() -> float | None:
         except Exception:
             continue
     return None
+
+
+def device_memory_gb() -> dict[str, float]:
+    """The reserved peak (max_memory_reserved) and the device's capacity (get_device_properties'
+    total_memory), GiB: what the advisor's memory rule compares. Empty on a CPU."""
+    for mod in _device_modules():
+        out: dict[str, float] = {}
+        try:
+            out["max_memory_reserved_gb"] = mod.max_memory_reserved() / GIB
+        except Exception:
+            pass
+        try:
+            out["memory_capacity_gb"] = mod.get_device_properties(mod.current_device()).total_memory / GIB
+        except Exception:
+            pass
+        return out
+    return {}
 
 
 def device_name() -> str | None:
@@ -192,7 +213,8 @@ class MetricsTracker(Observer):
             return
         parameters = self.parameters(profiler)
         peak = self.peak() if parameters and "tokens" in counts else None
-        row = iteration_row(iteration, ended - began, stage_s, counts, parameters, peak, max_memory_allocated_gb())
+        row = iteration_row(iteration, ended - began, stage_s, counts, parameters, peak, max_memory_allocated_gb(),
+                            device_memory_gb())
         self.last = row
         self._write(row)
         if self.cfg.tensorboard:

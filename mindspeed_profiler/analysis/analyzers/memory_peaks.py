@@ -33,14 +33,19 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Iterable
 
+import numpy as np
+
 from ..rows import Field, RowModel, each_capture
-from .classify import HOST_OP_CATS
+from .classify import ANNOTATION_CATS, HOST_OP_CATS
 
 TOP_N = 10
 MB = 1024 * 1024          # torch_npu's B_TO_MB: memory_record.csv's and operator_memory.csv's (MB)
 KB = 1024                 # torch_npu's B_TO_KB: operator_memory.csv's Size(KB)
 from ..parsing.events import MEMORY_EVENT  # noqa: E402  (one name for the event: the parser counts them)
 KINETO_SOURCE = "kineto [memory]"
+GPU_TYPES = ("CUDA", "HIP")
+PROFILER_STEP = "ProfilerStep#"
+MAX_RANGES = 50                 # range names kept per device, by peak   # the c10 device types Kineto's deviceProperties describe
 MEMORY_RECORD_CSV = "memory_record.csv"
 OPERATOR_MEMORY_CSV = "operator_memory.csv"
 ASCEND_OUTPUT = "ASCEND_PROFILER_OUTPUT"
@@ -128,12 +133,51 @@ def _innermost_ops(mem: list[tuple], ops: list) -> list[str | None]:
     return out
 
 
+def is_range(e) -> bool:
+    """A host annotation range whose memory peak is asked for: a record_function / mstx range
+    (our profiler's stage ranges are these), not torch's ProfilerStep#N."""
+    return (type(e) is dict and e.get("ph") == "X" and e.get("cat") in ANNOTATION_CATS
+            and not str(e.get("name", "")).startswith(PROFILER_STEP))
+
+
+def range_peaks(mem: list[tuple], ranges: list[dict], top_n: int = MAX_RANGES) -> list[dict]:
+    """MEMORY_STAGE_PEAKS rows: per (device, range name), the largest Total Allocated / Reserved of
+    the device's records inside any range of that name (start <= ts <= end, every thread: the
+    allocator is the process's), and how many ranges held a record. The top_n by peak allocated."""
+    by_dev: dict = {}
+    for m in mem:
+        by_dev.setdefault((m[3], m[4]), []).append(m)
+    spans = [(t, t + d, str(e.get("name"))) for e in ranges
+             if (t := _real(e.get("ts"))) is not None and (d := _real(e.get("dur"))) is not None and d >= 0]
+    out = []
+    for (dt, di), recs in sorted(by_dev.items()):
+        recs.sort(key=lambda m: m[0])
+        ts = np.array([m[0] for m in recs])
+        alloc = np.array([-1 if m[6] is None else m[6] for m in recs], dtype=np.int64)
+        resv = np.array([-1 if m[7] is None else m[7] for m in recs], dtype=np.int64)
+        agg: dict = {}
+        for lo, hi, name in spans:
+            i0, i1 = int(np.searchsorted(ts, lo, "left")), int(np.searchsorted(ts, hi, "right"))
+            if i1 <= i0:
+                continue
+            a = agg.setdefault(name, [0, -1, -1])
+            a[0] += 1
+            a[1] = max(a[1], int(alloc[i0:i1].max()))
+            a[2] = max(a[2], int(resv[i0:i1].max()))
+        rows = [{"device": device_label(dt, di), "range": n, "n_ranges": v[0],
+                 "peak_allocated_bytes": v[1] if v[1] >= 0 else None, "peak_reserved_bytes": v[2] if v[2] >= 0 else None,
+                 "source": KINETO_SOURCE} for n, v in agg.items()]
+        rows.sort(key=lambda r: (-(r["peak_allocated_bytes"] or -1), r["range"]))
+        out += rows[:top_n]
+    return out
+
+
 def kineto_memory(events: Iterable, base_ns: int = 0, top_n: int = TOP_N) -> dict:
     """The memory block of one Kineto trace from its raw event dicts (traceEvents; only the
     [memory] events and the host ops are looked at): {"devices": [MEMORY_RECORD_PEAKS rows],
     "ops": [MEMORY_RECORD_OPS rows, top_n per device], "n_bad": unusable [memory] events,
     "warnings": [...]}. Times are the trace's ts (us) plus `base_ns` (baseTimeNanoseconds) / 1000."""
-    mem, ops, n_bad = [], [], 0
+    mem, ops, ranges, n_bad = [], [], [], 0
     for e in events:
         if is_memory_event(e):
             m = _memory_event(e)
@@ -143,6 +187,8 @@ def kineto_memory(events: Iterable, base_ns: int = 0, top_n: int = TOP_N) -> dic
                 mem.append(m)
         elif is_host_op(e):
             ops.append(e)
+        elif is_range(e):
+            ranges.append(e)
     base_us = base_ns / 1000.0 if base_ns else 0.0
     op_of = _innermost_ops(mem, ops)
     order = sorted(range(len(mem)), key=lambda i: mem[i][0])
@@ -155,7 +201,7 @@ def kineto_memory(events: Iterable, base_ns: int = 0, top_n: int = TOP_N) -> dic
                                   "n_records": 0, "peak_allocated_bytes": None, "peak_at_us": None,
                                   "peak_reserved_bytes": None, "peak_reserved_at_us": None, "n_allocs": 0,
                                   "alloc_bytes": 0, "peak_net_bytes": 0, "unattributed_bytes": 0,
-                                  "source": KINETO_SOURCE, "_net": 0, "_ops": {}}
+                                  "capacity_bytes": None, "source": KINETO_SOURCE, "_net": 0, "_ops": {}}
         d["n_records"] += 1
         if alloc is not None and (d["peak_allocated_bytes"] is None or alloc > d["peak_allocated_bytes"]):
             d["peak_allocated_bytes"], d["peak_at_us"] = alloc, ts + base_us
@@ -186,7 +232,7 @@ def kineto_memory(events: Iterable, base_ns: int = 0, top_n: int = TOP_N) -> dic
         top += [{"device": d["device"], "op": n, "bytes": v[0], "count": v[1], "max_bytes": v[2], "net_bytes": v[3],
                  "source": KINETO_SOURCE} for n, v in ranked]
     warnings = [f"{n_bad} [memory] event(s) unusable, left out"] if n_bad else []
-    return {"devices": devices, "ops": top, "n_bad": n_bad, "warnings": warnings}
+    return {"devices": devices, "ops": top, "ranges": range_peaks(mem, ranges), "n_bad": n_bad, "warnings": warnings}
 
 
 def read_kineto_memory_events(path: Path) -> tuple[list[dict], int]:
@@ -196,11 +242,20 @@ def read_kineto_memory_events(path: Path) -> tuple[list[dict], int]:
     kept: list[dict] = []
 
     def on_batch(batch: list) -> None:
-        kept.extend(e for e in batch if is_memory_event(e) or is_host_op(e))
+        kept.extend(e for e in batch if is_memory_event(e) or is_host_op(e) or is_range(e))
 
     rest = jsonscan.load_trace(Path(path), on_batch)
     base = rest.get("baseTimeNanoseconds") if isinstance(rest, dict) else None
     return kept, base if _int(base) is not None and base > 0 else 0
+
+
+def with_capacity(devices: list[dict], properties: list[dict]) -> None:
+    """Give each GPU row (CUDA:<id>, HIP:<id>) the memory of that device from the trace's
+    deviceProperties: what the advisor's memory_near_capacity rule compares its peaks with."""
+    total = {p["id"]: p.get("total_memory_bytes") for p in properties}
+    for d in devices:
+        if str(d.get("device", "")).split(":")[0] in GPU_TYPES and d.get("device_id") in total:
+            d["capacity_bytes"] = total[d["device_id"]]
 
 
 def kineto_trace_memory(path: Path, top_n: int = TOP_N) -> dict:
@@ -280,7 +335,7 @@ def record_peaks(records: Iterable[dict], source: str) -> list[dict]:
             a = agg[key] = {"device": r["device"], "device_id": _device_id(r["device"]), "component": r["component"],
                             "n_records": 0, "peak_allocated_bytes": None, "peak_at_us": None,
                             "peak_reserved_bytes": None, "peak_reserved_at_us": None, "n_allocs": None,
-                            "alloc_bytes": None, "peak_net_bytes": None, "unattributed_bytes": None, "source": source}
+                            "alloc_bytes": None, "peak_net_bytes": None, "unattributed_bytes": None, "capacity_bytes": None, "source": source}
         a["n_records"] += 1
         v = r["allocated_bytes"]
         if v is not None and (a["peak_allocated_bytes"] is None or v > a["peak_allocated_bytes"]):
@@ -449,7 +504,21 @@ MEMORY_RECORD_PEAKS = RowModel(
         Field("alloc_bytes", "bytes", "Kineto: the sum of Bytes > 0"),
         Field("peak_net_bytes", "bytes", "Kineto: the peak of the running sum of Bytes from the window's start"),
         Field("unattributed_bytes", "bytes", "Kineto: Bytes > 0 outside every host op of the event's thread"),
+        Field("capacity_bytes", "bytes", "Kineto on a GPU: the device's memory (the trace's deviceProperties totalGlobalMem); "
+              "else None"),
         Field("source", "text", "kineto [memory], memory_record.csv or '<db>: MEMORY_RECORD'"),
+    ))
+MEMORY_STAGE_PEAKS = RowModel(
+    "memory_stage_peaks", "(device, annotated range name) of a Kineto capture with memory records: the stages",
+    "captures[*].memory_records.ranges[*]", table="memory_stage_peaks", method="memory_stage_peaks",
+    select=each_capture(_block("ranges")), fields=(
+        Field("device", "text", "as memory_record_peaks' device"),
+        Field("range", "text", "the range's name: a stage (our profiler draws each stage as one), a record_function or "
+              "mstx range; not ProfilerStep#N"),
+        Field("n_ranges", "count", "ranges of that name holding a record of the device"),
+        Field("peak_allocated_bytes", "bytes", "the largest Total Allocated of a record inside one of them"),
+        Field("peak_reserved_bytes", "bytes", "the largest Total Reserved"),
+        Field("source", "text", "kineto [memory]"),
     ))
 MEMORY_RECORD_OPS = RowModel(
     "memory_record_ops", "op allocating the most on a device of a capture (the top ones)",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from mindspeed_profiler import formats
 
-from ..analyzers.memory_peaks import kineto_trace_memory
+from ..analyzers.memory_peaks import kineto_trace_memory, with_capacity
 from ..analyzers.trace_summary import summarise
 from ..discover import Capture, not_a_regular_file, read_identity, rel
 from ..parsing import jsonscan
@@ -31,6 +31,10 @@ def analyse_trace_file(path: Path, top_n: int, want_events: bool) -> tuple[dict,
         out["warnings"] = out.get("warnings", []) + out["memory_records"]["warnings"]
     if trace.distributed is not None:
         out["distributed"] = trace.distributed
+    if trace.devices:
+        out["device_properties"] = trace.devices
+        if out.get("memory_records"):
+            with_capacity(out["memory_records"]["devices"], trace.devices)
     return out, event_columns(trace.events) if want_events else None
 
 

@@ -13,6 +13,7 @@ from .events import Events, EventTable
 class KinetoTrace:
     events: Events
     distributed: dict | None  # distributedInfo: backend / rank / world_size, when torch.distributed was up
+    devices: list[dict] | None = None   # deviceProperties: id, name, total_memory_bytes (CUDA / ROCm traces)
 
 
 def read_kineto_trace(path: Path) -> KinetoTrace:
@@ -34,7 +35,22 @@ def read_kineto_trace(path: Path) -> KinetoTrace:
         raise jsonscan.TraceFormatError("no complete ('X') events: not a Chrome/Kineto trace")
     dist = rest.get("distributedInfo") if isinstance(rest, dict) else None
     distributed = {k: dist.get(k) for k in ("backend", "rank", "world_size") if k in dist} if isinstance(dist, dict) else None
-    return KinetoTrace(ev, distributed)
+    return KinetoTrace(ev, distributed, device_properties(rest.get("deviceProperties") if isinstance(rest, dict) else None))
+
+
+def device_properties(raw) -> list[dict] | None:
+    """Kineto's deviceProperties (one object per GPU: id, name, totalGlobalMem in bytes, ...) as
+    {id, name, total_memory_bytes}; entries without an integer id are left out."""
+    if not isinstance(raw, list):
+        return None
+    out = []
+    for d in raw:
+        if not isinstance(d, dict) or isinstance(d.get("id"), bool) or not isinstance(d.get("id"), int):
+            continue
+        mem = d.get("totalGlobalMem")
+        out.append({"id": d["id"], "name": str(d.get("name") or ""),
+                    "total_memory_bytes": mem if isinstance(mem, int) and not isinstance(mem, bool) and mem > 0 else None})
+    return out or None
 
 
 def event_columns(ev: Events) -> dict:

@@ -1,0 +1,80 @@
+"""The tracker's per-iteration metrics as analysis rows (TRACKER_METRICS: one per iteration and
+metric), and the per-worker means the advisor compares (MFU of the update, the reserved memory
+peak against the device's capacity). The keys are docs/metrics.md's."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from ..rows import Field, RowModel, each_capture
+
+MAX_ROWS = 100_000        # iterations read from one file (a run of that many iterations is rare; said when cut)
+MFU_PREFIX = "perf/mfu/"
+
+
+def _number(v) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if math.isfinite(v) else None
+
+
+def read_tracker_file(path: Path) -> dict:
+    """I/O: a tracker file -> {"tracker": {"rows": [{iteration, metric, value}], "n_iterations"},
+    "warnings"}. A line that is no row is counted and left out, not fatal."""
+    rows, n_bad, n_iter, cut = [], 0, 0, False
+    with open(path, "r", encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            if n_iter >= MAX_ROWS:
+                cut = True
+                break
+            try:
+                row = json.loads(line)
+            except ValueError:
+                n_bad += 1
+                continue
+            it = row.get("iteration") if isinstance(row, dict) else None
+            if isinstance(it, bool) or not isinstance(it, int):
+                n_bad += 1
+                continue
+            n_iter += 1
+            rows += [{"iteration": it, "metric": str(k), "value": x} for k, v in row.items()
+                     if k != "iteration" and (x := _number(v)) is not None]
+    if not n_iter:
+        raise ValueError(f"no iteration rows in the tracker file ({n_bad} unreadable line(s))")
+    warnings = [f"{n_bad} line(s) that are no iteration row (JSON object with an integer iteration) left out"] if n_bad else []
+    if cut:
+        warnings.append(f"more than {MAX_ROWS} iterations: the first {MAX_ROWS} are read")
+    return {"tracker": {"rows": rows, "n_iterations": n_iter}, "warnings": warnings}
+
+
+def means(rows: list[dict]) -> dict[str, float]:
+    """metric -> its mean over the iterations (iterations without it do not count)."""
+    acc: dict[str, list[float]] = {}
+    for r in rows:
+        acc.setdefault(r["metric"], []).append(r["value"])
+    return {k: sum(v) / len(v) for k, v in acc.items()}
+
+
+def maxima(rows: list[dict]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for r in rows:
+        out[r["metric"]] = max(out.get(r["metric"], r["value"]), r["value"])
+    return out
+
+
+def _rows(c: dict) -> list[dict] | None:
+    t = c.get("tracker")
+    return t.get("rows") if isinstance(t, dict) else None
+
+
+TRACKER_METRICS = RowModel(
+    "tracker_metrics", "(worker, iteration, metric) of the metrics tracker's files",
+    "captures[*].tracker.rows[*] (kind tracker: metrics/<role>_rank<R>.jsonl)", table="tracker_metrics",
+    method="tracker_metrics", select=each_capture(_rows), fields=(
+        Field("iteration", "iteration", "the row's iteration"),
+        Field("metric", "text", "the key (timing_s/<stage>, perf/throughput, perf/mfu/<stage>, ...: docs/metrics.md)"),
+        Field("value", "number", "its value, in the key's unit"),
+    ))
