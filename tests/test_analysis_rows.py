@@ -53,7 +53,7 @@ def outputs(tmp_path_factory, request) -> list[tuple[str, Path, dict]]:
     roots.append(("cpu run with timeline", gloo_run(tmp_path_factory.mktemp("gloo"))))
     roots.append(("cpu run with a memory snapshot", _memory_run(tmp_path_factory.mktemp("memory"))))
     ascend_sets = request.getfixturevalue("ascend_sets")
-    for name, sub in (("pp4_l2", ""), ("gpt3_cluster16", "cluster_analysis_output")):
+    for name, sub in (("pp4_l2", ""), ("gpt3_cluster16", "cluster_analysis_output"), ("db_l1", "")):
         root = tmp_path_factory.mktemp(name)
         shutil.copytree(ascend_sets(name) / sub, root, dirs_exist_ok=True)
         roots.append((name, root))

@@ -149,7 +149,7 @@ def test_torch19_traces_recomputed(path):
 
 
 def test_torch19_figures():
-    """The figures quoted in docs/_drafts/memory.md (first trace)."""
+    """The figures quoted in docs/diagnosis.md ("Peak memory") (first trace)."""
     if not TORCH19_TRACES:
         pytest.skip(f"{TORCH19} not found")
     got = _torch19(TORCH19_TRACES[0])[0]
@@ -419,7 +419,7 @@ def test_ascend_db_recomputed(ascend_sets, name, rank):
 
 
 def test_ascend_figures(ascend_sets):
-    """The figures quoted in docs/_drafts/memory.md, and msprof-analyze's own peak (its compare
+    """The figures quoted in docs/diagnosis.md ("Peak memory"), and msprof-analyze's own peak (its compare
     tool's "memory used": the largest Total Reserved(MB) of memory_record.csv / 1024, in GB)."""
     got = {n: mp.ascend_memory(ascend_sets(n) / "rank0_ascend_pt") for n in ("text_l1", "db_l1")}
     pk = {n: {d["component"]: (d["peak_allocated_bytes"], d["peak_reserved_bytes"]) for d in g["devices"]} for n, g in got.items()}

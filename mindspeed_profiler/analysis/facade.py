@@ -152,6 +152,12 @@ class RunAnalysis:
         """Each collective matched on two ranks or more: the rank that arrived last and the waits."""
         return self.rows(q.STRAGGLER_COLLECTIVES)
 
+    def ascend_free(self) -> Rows:
+        """Per Ascend capture (db export), the longest free intervals of the device and why: PyTorch
+        dispatched nothing, a slow / late CANN launch, or other device tasks (msprof-analyze's
+        free_analysis; docs/diagnosis.md, "Idle time by cause")."""
+        return self.rows(q.ASCEND_FREE)
+
     def memory_record_peaks(self) -> Rows:
         """Per device (Ascend: and component): peak allocated / reserved bytes from the raw memory
         records (Kineto [memory] events, memory_record.csv / MEMORY_RECORD; docs/diagnosis.md, "Memory")."""

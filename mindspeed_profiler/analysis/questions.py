@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from .analyzers.annotations import ANNOTATIONS
+from .analyzers.ascend_free import ASCEND_FREE
 from .analyzers.breakdown import BREAKDOWN, DEVICE_FIELDS
 from .analyzers.communication import COLLECTIVES, COMMUNICATION
 from .analyzers.critical_path import CRITICAL_PATH
@@ -114,7 +115,7 @@ MODELS: tuple[RowModel, ...] = (
     ANNOTATIONS, STEPS, STEP_BREAKDOWN, STAGE_RANK, SLOW_RANKS, SPANS, TIMELINE_STAGES, ITERATIONS, TIMELINE_IDLE,
     STAGE_WORKER, BREAKDOWN, CRITICAL_PATH, MEMORY_PEAKS, MEMORY_SITES, NPU_MEMORY,
     IDLE_CAUSES, KERNEL_LAUNCHES, LINKS, STRAGGLERS, STRAGGLER_COLLECTIVES, MEMORY_RECORD_PEAKS, MEMORY_RECORD_OPS,
-    FINDINGS, TRACKER_METRICS, MEMORY_STAGE_PEAKS,
+    FINDINGS, TRACKER_METRICS, MEMORY_STAGE_PEAKS, ASCEND_FREE,
 )
 BY_TABLE = {m.table: m for m in MODELS}
 

@@ -1,7 +1,7 @@
 """Peak memory of a capture from its raw memory records, per device: Kineto's `[memory]` events
 (torch.profiler with profile_memory=True) and torch_npu's memory export (memory_record.csv and
 operator_memory.csv, or the db's MEMORY_RECORD and OP_MEMORY). Where memory.py replays a PyTorch
-memory snapshot, this reads what the profiler itself recorded. See docs/_drafts/memory.md.
+memory snapshot, this reads what the profiler itself recorded. See docs/diagnosis.md, "Peak memory".
 
 Kineto. Each `[memory]` instant event (ph "i") is one allocator call: `Bytes` (> 0 an allocation,
 < 0 a free), `Total Allocated` and `Total Reserved` (the allocator's totals after the call: the

@@ -1,7 +1,7 @@
 """Stragglers of a multi-rank job, from its ranks' collective kernels: HolisticTraceAnalysis's
 (HTA 0.5.0) potential stragglers, `TraceAnalysis.get_potential_stragglers()` with its default
 `find_stragglers_with_late_start_comm_kernels` (hta/analyzers/straggler.py), and, beyond HTA, who
-arrived last at each collective and what it cost the others (docs/_drafts/stragglers.md;
+arrived last at each collective and what it cost the others (docs/diagnosis.md, "Stragglers";
 tests/test_stragglers.py compares with HTA on real traces).
 
 Per rank (`rank_collectives`): its device collective kernels (classify's `comm` mask, i.e.
@@ -28,6 +28,14 @@ name, stream, its ordinal among those in its step, by start). A collective ends 
 rank, so each rank's clock is aligned on the kernel's end: a rank arrived `dur` before it, the one
 with the shortest kernel arrived last, and every other rank waited for it its own duration minus
 the last one's.
+
+Ascend (`ascend_matched`, `slow_rank_vote`; docs/diagnosis.md, "On Ascend"): a capture's
+`communication_ops` holds its collective ops from communication.json (else analysis.db's
+CommAnalyzerTime, else the db export's COMMUNICATION_OP). Ops are matched by (step, group, op name,
+ordinal); torch_npu's Wait Time is the time a rank waited in the op for the others, so the rank with
+the smallest arrived last and each other one waited for it its wait minus that one's (p2p ops left
+out: their wait is the pipeline's dependency). Beside it, msprof-analyze 26.2.0's slow_rank vote as
+its recipe computes it, from the same COMMUNICATION_OP rows on db exports (slowAffectCount).
 """
 from __future__ import annotations
 
@@ -38,6 +46,7 @@ import numpy as np
 from ..rows import Field, RowModel, rank_number
 from .classify import ClassifiedTrace
 from .idle_causes import _last_by_corr, stream_number
+from .slow_rank_vote import slow_rank_vote
 
 HTA_COMM_PREFIX = "ncclKernel"        # HTA: sym_table names that startswith("ncclKernel")
 MIN_NORMALIZED_DURATION = 0.01        # HTA's min_normalized_duration: kernels under 1% of an iteration are noise
@@ -351,16 +360,138 @@ def _jobs(captures: list[dict]) -> dict[tuple, dict[int, RankCollectives]]:
 
 
 def straggler_tables(captures: list[dict]) -> tuple[list[dict], list[dict]]:
-    """(STRAGGLERS rows, STRAGGLER_COLLECTIVES rows) of every multi-rank job among `captures`."""
+    """(STRAGGLERS rows, STRAGGLER_COLLECTIVES rows) of every multi-rank job among `captures`: an
+    Ascend job (captures with `communication_ops`) from its wait times, any other from its kernels."""
     ranks, matched = [], []
-    for (run_id, role, stage), per_rank in sorted(_jobs(captures).items(), key=lambda x: tuple(map(str, x[0]))):
-        ident = {"run_id": run_id, "role": role, "stage": stage}
-        instances = matched_collectives(per_rank)
-        host = all(k["lane"] == "host" for rc in per_rank.values() for k in rc.kernels)
-        ranks += [{**ident, **r} for r in straggler_rows(per_rank, potential_stragglers(per_rank), instances,
-                                                         source="kineto host calls" if host else "kineto")]
-        matched += [{**ident, **{k: v for k, v in c.items() if k not in ("ranks", "wait_us")}} for c in instances]
+    ascend = _ascend_jobs(captures)
+    # an Ascend job's trace_view.json also gives Kineto rows (its host hcom calls): its wait times say more
+    kineto = {k: v for k, v in _jobs(captures).items() if k not in ascend}
+    for job in sorted({*ascend, *kineto}, key=lambda k: tuple(map(str, k))):
+        ident = {"run_id": job[0], "role": job[1], "stage": job[2]}
+        if job in ascend:
+            per_rank = ascend[job]
+            instances = ascend_matched(per_rank)
+            rows = ascend_straggler_rows(per_rank, instances)
+        else:
+            per_rank = kineto[job]
+            instances = matched_collectives(per_rank)
+            host = all(k["lane"] == "host" for rc in per_rank.values() for k in rc.kernels)
+            rows = straggler_rows(per_rank, potential_stragglers(per_rank), instances,
+                                  source="kineto host calls" if host else "kineto")
+        ranks += [{**ident, **r} for r in rows]
+        matched += [{**ident, **{k: v for k, v in c.items() if k not in ("ranks", "wait_us", "measured")}}
+                    for c in instances]
     return ranks, matched
+
+
+# -- Ascend: the collectives' wait times (communication.json) and msprof-analyze's slow_rank vote
+
+MAX_COMM_OPS = 20_000   # per capture and list: a bound on summary.json (a longer capture is cut, and says so)
+OP_COLUMNS = ("step", "type", "group", "op", "start_us", "elapse_us", "wait_us", "transit_us", "sync_us")
+VOTE_COLUMNS = ("group", "op", "start", "elapse_us")
+ASCEND_SOURCE = "ascend communication"                 # costs from torch_npu's Wait Time
+ASCEND_ELAPSE_SOURCE = "ascend communication elapse"   # no Wait Time (a level-0 db export): ends aligned
+
+def ascend_ops_block(rows: list[dict], source: str, vote_rows: list[dict] | None = None,
+                     vote_source: str | None = None) -> dict | None:
+    """A capture's `communication_ops`: its collective ops (parsing/ascend_comm.py's collective_rows
+    shape: step, type, group, op, start_us, elapse_us, wait_us (None: not measured), transit_us, sync_us)
+    as lists of OP_COLUMNS, and the slow_rank recipe's input where the db export has it
+    (comm_ops_from_profiler_db: group, op, start_ns, elapse_us) as VOTE_COLUMNS; None without ops."""
+    if not rows and not vote_rows:
+        return None
+    ops = [[r.get(c) for c in OP_COLUMNS] for r in rows[:MAX_COMM_OPS]]
+    vote = [[r["group"], r["op"], r["start_ns"], r["elapse_us"]] for r in (vote_rows or [])[:MAX_COMM_OPS]]
+    return {"source": source, "ops": ops, "vote_source": vote_source if vote_rows else None,
+            "vote_ops": vote if vote_rows else None,
+            "truncated": len(rows) > MAX_COMM_OPS or len(vote_rows or []) > MAX_COMM_OPS}
+
+
+def _op_rows(block: dict) -> list[dict]:
+    return [dict(zip(OP_COLUMNS, row)) for row in block.get("ops") or []]
+
+
+def is_p2p(row: dict) -> bool:
+    """A point-to-point op (communication.json's "p2p" type; by its name where the type is unknown):
+    its wait is the pipeline's data dependency (the previous stage still computing), not lateness."""
+    if row.get("type") is not None:
+        return row["type"] == "p2p"
+    name = str(row.get("op") or "").lower()
+    return any(w in name for w in ("send", "recv", "receive"))
+
+
+def ascend_matched(per_rank: dict[int, dict]) -> list[dict]:
+    """The collective ops (p2p ones left out: is_p2p) found on two ranks or more, matched by (step,
+    group, op name, ordinal by start), in matched_collectives' shape. torch_npu's Wait Time is the time a rank waited in the op for the
+    others: the smallest arrived last, and each other rank waited for it its wait minus that one's.
+    Without Wait Time on every rank (level-0 db exports) the ends are aligned as for Kineto: elapse
+    minus the shortest elapse."""
+    by_key: dict[tuple, dict[int, dict]] = {}
+    for r, block in per_rank.items():
+        seen: dict[tuple, int] = {}
+        for row in sorted(filter(lambda x: not is_p2p(x), _op_rows(block)), key=lambda x: (x["start_us"] is None, x["start_us"] or 0.0)):
+            g = (row["step"], row["group"], row["op"])
+            by_key.setdefault((*g, seen.get(g, 0)), {})[r] = row
+            seen[g] = seen.get(g, 0) + 1
+    out = []
+    for key, rows in sorted(by_key.items(), key=lambda x: tuple(map(str, x[0][:3])) + (x[0][3],)):
+        if len(rows) < 2:
+            continue
+        measured = all(x["wait_us"] is not None for x in rows.values())
+        t = {r: float(x["wait_us"] if measured else x["elapse_us"] or 0.0) for r, x in sorted(rows.items())}
+        least = min(t.values())
+        wait = {r: v - least for r, v in t.items()}
+        late = min(r for r, v in t.items() if v == least)   # a tie: the lowest rank
+        out.append({"step": key[0], "name": key[2], "stream": key[1], "ordinal": key[3], "ranks": sorted(rows),
+                    "n_ranks": len(rows), "last_rank": late if any(w > 0 for w in wait.values()) else None,
+                    "wait_us": wait, "max_wait_us": max(wait.values()), "cost_us": sum(wait.values()),
+                    "measured": measured})
+    return out
+
+
+def vote_input(per_rank: dict[int, dict]) -> dict[int, list[tuple]]:
+    """The recipe's rows: the db export's COMMUNICATION_OP where every rank has it (what msprof-analyze
+    reads), else the ops' elapse times (communication.json: the recipe's rule on torch_npu's Elapse Time)."""
+    if all(b.get("vote_ops") for b in per_rank.values()):
+        return {r: [tuple(x) for x in b["vote_ops"]] for r, b in per_rank.items()}
+    return {r: [(x["group"], x["op"], x["start_us"], x["elapse_us"] or 0.0) for x in _op_rows(b)]
+            for r, b in per_rank.items()}
+
+
+def ascend_straggler_rows(per_rank: dict[int, dict], instances: list[dict] | None = None) -> list[dict]:
+    """One STRAGGLERS row per rank of an Ascend job: the wait-based costs (HTA's fields None) and
+    msprof-analyze's slowAffectCount (0 for a rank without a vote)."""
+    instances = ascend_matched(per_rank) if instances is None else instances
+    costs = straggler_costs(instances)
+    votes, _ = slow_rank_vote(vote_input(per_rank))
+    measured = all(c["measured"] for c in instances)
+    rows = []
+    for r in sorted(per_rank):
+        c = costs.get(r, {})
+        rows.append({"rank": r, "metric": None, "n_flagged": None, "is_potential_straggler": None,
+                     "n_collectives": len(per_rank[r].get("ops") or []), "n_matched": c.get("n_matched", 0),
+                     "n_last": c.get("n_last", 0), "cost_to_others_us": c.get("cost_to_others_us", 0.0),
+                     "worst_victim_rank": c.get("worst_victim_rank"),
+                     "worst_victim_cost_us": c.get("worst_victim_cost_us"),
+                     "worst_victim_net_us": c.get("worst_victim_net_us"), "waited_us": c.get("waited_us", 0.0),
+                     "slow_affect_count": votes.get(r, 0),
+                     "source": ASCEND_SOURCE if measured else ASCEND_ELAPSE_SOURCE})
+    return rows
+
+
+def _ascend_jobs(captures: list[dict]) -> dict[tuple, dict[int, dict]]:
+    """The multi-rank Ascend jobs: captures of one (run, role, stage) with `communication_ops`, one
+    per rank (the first by path)."""
+    jobs: dict[tuple, dict[int, dict]] = {}
+    for c in sorted(captures, key=lambda c: str(c.get("path"))):
+        block, rank = c.get("communication_ops"), rank_number(c.get("rank"))
+        if c.get("status") != "ok" or not isinstance(block, dict) or rank is None:
+            continue
+        if not isinstance(block.get("ops"), list) or not all(isinstance(x, list) and len(x) == len(OP_COLUMNS)
+                                                             for x in block["ops"]):
+            continue   # an older or damaged summary: that capture is left out
+        jobs.setdefault((c.get("run_id"), c.get("role"), c.get("stage")), {}).setdefault(rank, block)
+    return {k: v for k, v in jobs.items() if len(v) >= 2}
 
 
 def _computed(which: int):
@@ -372,8 +503,8 @@ _IDENT = (Field("run_id", "text", "the run", computed=True),
           Field("stage", "text", "the captures' stage (null: whole iterations)", computed=True))
 
 STRAGGLERS = RowModel(
-    "stragglers", "rank of a multi-rank job (Kineto captures of one run, role and stage)",
-    "computed from captures[*].collective_kernels", table="stragglers", method="stragglers",
+    "stragglers", "rank of a multi-rank job (Kineto or Ascend captures of one run, role and stage)",
+    "computed from captures[*].collective_kernels or captures[*].communication_ops", table="stragglers", method="stragglers",
     per_capture=False, select=_computed(0), fields=(
         *_IDENT,
         Field("rank", "rank", "the rank", computed=True),
@@ -390,17 +521,22 @@ STRAGGLERS = RowModel(
         Field("worst_victim_net_us", "us", "those waits minus its own waits for that rank (ranks that jitter in "
               "turn: about 0)", computed=True),
         Field("waited_us", "us", "its own waits for the last rank, summed", computed=True),
-        Field("source", "text", "kineto (device collective kernels) or kineto host calls (a CPU job's)", computed=True),
+        Field("slow_affect_count", "count", "Ascend: msprof-analyze slow_rank's vote (its slowAffectCount: ops "
+              "where the rank's elapse time was the outlier short one)", computed=True),
+        Field("source", "text", "kineto (device collective kernels), kineto host calls (a CPU job's), ascend "
+              "communication (torch_npu's Wait Time) or ascend communication elapse (no Wait Time: ends aligned)",
+              computed=True),
     ))
 
 STRAGGLER_COLLECTIVES = RowModel(
-    "straggler_collectives", "collective matched on two ranks or more", "computed from captures[*].collective_kernels",
+    "straggler_collectives", "collective matched on two ranks or more",
+    "computed from captures[*].collective_kernels or captures[*].communication_ops",
     table="straggler_collectives", method="straggler_collectives", per_capture=False,
     select=_computed(1), fields=(
         *_IDENT,
         Field("step", "step", "HTA's step of its launch (-1: none)", computed=True),
         Field("name", "text", "the kernel", computed=True),
-        Field("stream", "text", "its stream (or thread)", computed=True),
+        Field("stream", "text", "its stream (or thread; Ascend: its communication group)", computed=True),
         Field("ordinal", "index", "its rank among those of the same step, name and stream, by start", computed=True),
         Field("n_ranks", "count", "ranks it was found on", computed=True),
         Field("last_rank", "rank", "the rank that arrived last (none: all together)", computed=True),

@@ -10,7 +10,8 @@ captures"); what a capture cannot answer is listed in its `missing` field.
   from the events (torch_npu's Overlap Analysis lanes where present, else the device tasks), else
   from kernel_details.csv;
 - kernels: kernel_details.csv (op type, accelerator core), else the db's compute tasks and ops;
-- collectives' wait / transit time: communication.json; links: communication_matrix.json;
+- collectives' wait / transit time: communication.json; links: communication_matrix.json; per op
+  (`communication_ops`, for the stragglers across ranks): those rows and the db export's COMMUNICATION_OP;
 - memory: memory_record.csv, else the db's MEMORY_RECORD;
 - rank and parallel layout: our metadata or the directory name, else profiler_info_<N>.json /
   profiler_metadata.json, else the db's RANK_DEVICE_MAP; the device id beside it.
@@ -26,6 +27,7 @@ import numpy as np
 from mindspeed_profiler import formats
 
 from ..analyzers import step_breakdown as sb
+from ..analyzers.ascend_free import capture_free
 from ..analyzers.classify import classified
 from ..analyzers.collectives import collective_summary, link_summary
 from ..analyzers.communication import communication_summary, device_communication, is_comm_kind
@@ -33,8 +35,10 @@ from ..analyzers.kernels import detail_kernels, kernel_class, kernel_totals, ker
 from ..analyzers.links import capture_matrix
 from ..analyzers.memory import npu_memory_summary
 from ..analyzers.memory_peaks import ascend_memory
+from ..analyzers.stragglers import ascend_ops_block
 from ..analyzers.trace_summary import collective_calls, summarise_classified
-from ..parsing.ascend_comm import collective_rows, collective_rows_from_db, link_rows, link_rows_from_db, load_json
+from ..parsing.ascend_comm import (collective_rows, collective_rows_from_db, comm_ops_from_profiler_db, link_rows,
+                                   link_rows_from_db, load_json)
 from ..parsing.ascend_db import read_analysis_db, read_profiler_db
 from ..parsing.ascend_files import (STEP_TRACE_DB_COLUMNS, read_kernel_details, read_memory_record,
                                     read_step_trace_time, step_label, step_trace_rows)
@@ -126,7 +130,15 @@ def analyse_ascend(files: AscendFiles, rank_known: int | None, top_n: int, want_
     if out.get("wall_us") is None:
         out["wall_us"] = float(sum(r["dur_us"] for r in rows)) if rows else 0.0
         out["start_us"] = float(kd.base + kd.ts.min()) if kd is not None and len(kd.ts) else None
-    out["communication"] = _communication(files, adb, out, krows, top_n, warnings)
+    crows, crows_src = _collective_rows(files, adb, warnings)
+    out["communication"] = _communication(files, adb, crows, out, krows, top_n, warnings)
+    ops = _communication_ops(files, crows, crows_src, warnings)
+    if ops:   # per op and rank, for the stragglers across ranks (analyzers/stragglers.py)
+        out["communication_ops"] = ops
+    free = capture_free(files.db) if files.db else None   # the free intervals by cause (msprof-analyze's free_analysis)
+    if free is not None:
+        out["ascend_free"] = free
+        warnings += free["warnings"]
     memory = _memory(files, pdb, warnings)
     if memory:
         out["memory"] = memory
@@ -259,8 +271,39 @@ def _steps(host: list[dict], rows: list[dict], kd, events_src, rows_src, warning
     return steps
 
 
-def _communication(files: AscendFiles, adb: dict, out: dict, krows: list[dict], top_n: int,
-                   warnings: list[str]) -> dict | None:
+def _collective_rows(files: AscendFiles, adb: dict, warnings: list[str]) -> tuple[list[dict] | None, str | None]:
+    """The collectives' per-op rows (wait / transit...): communication.json, else analysis.db's
+    CommAnalyzerTime; (None, None) without either (an unreadable file is a warning)."""
+    if files.communication:
+        try:
+            return collective_rows(load_json(files.communication)), files.communication.name
+        except (OSError, ValueError) as exc:
+            warnings.append(f"{files.communication.name}: unreadable ({type(exc).__name__}: {exc})")
+            return None, None
+    if adb.get("CommAnalyzerTime"):
+        return collective_rows_from_db(adb["CommAnalyzerTime"]), f"{files.analysis_db.name}: CommAnalyzerTime"
+    return None, None
+
+
+def _communication_ops(files: AscendFiles, crows: list[dict] | None, crows_src: str | None,
+                       warnings: list[str]) -> dict | None:
+    """`communication_ops`: the collectives' rows, and the db export's COMMUNICATION_OP as
+    msprof-analyze's slow_rank reads it (also the ops, without wait times, where nothing else has them)."""
+    vote, vote_src = [], None
+    if files.db:
+        try:
+            vote, vote_src = comm_ops_from_profiler_db(files.db), f"{files.db.name}: COMMUNICATION_OP"
+        except sqlite3.Error as exc:
+            warnings.append(f"{files.db.name}: COMMUNICATION_OP unreadable ({type(exc).__name__}: {exc})")
+    if not crows and vote:
+        crows, crows_src = [{"step": None, "type": None, "group": r["group"], "op": r["op"], "start_us": r["start_ns"] / 1e3,
+                             "elapse_us": r["elapse_us"], "wait_us": None, "transit_us": None, "sync_us": None}
+                            for r in vote], vote_src
+    return ascend_ops_block(crows or [], crows_src or "", vote, vote_src)
+
+
+def _communication(files: AscendFiles, adb: dict, crows: list[dict] | None, out: dict, krows: list[dict],
+                   top_n: int, warnings: list[str]) -> dict | None:
     """Device part (from the breakdown), host part (collective calls on the host, from the events),
     the collectives by time (the ops of the events, else kernel_details' HCCL rows, else
     communication.json's ops), `collectives` (communication.json, else analysis.db's
@@ -270,13 +313,8 @@ def _communication(files: AscendFiles, adb: dict, out: dict, krows: list[dict], 
     calls = [c for c in prev.get("top") or [] if c.get("where") == "device"] or collective_calls(krows)
     host_calls = [c for c in prev.get("top") or [] if c.get("where") == "host"]
     collectives = links = None
-    if files.communication:
-        try:
-            collectives = collective_summary(collective_rows(load_json(files.communication)), top_n)
-        except (OSError, ValueError) as exc:
-            warnings.append(f"{files.communication.name}: unreadable ({type(exc).__name__}: {exc})")
-    elif adb.get("CommAnalyzerTime"):
-        collectives = collective_summary(collective_rows_from_db(adb["CommAnalyzerTime"]), top_n)
+    if crows is not None:
+        collectives = collective_summary(crows, top_n)
     if not calls and collectives:
         calls = [{"name": o["name"], "where": "device", "count": o["count"], "total_us": o["elapse_us"]}
                  for o in collectives["top"]]

@@ -157,3 +157,27 @@ def group_rows_from_db(rows: list[dict]) -> list[dict]:
     """cluster_analysis.db's CommunicationGroupMapping as group_rows()."""
     return [{"type": r.get("type"), "ranks": [int(x) for x in re.findall(r"\d+", str(r.get("rank_set") or ""))],
              "name": r.get("group_name") or None, "pg_name": r.get("pg_name") or None} for r in rows]
+
+
+# msprof-analyze 26.2.0's slow_rank input (prof_exports/cluster_time_summary_export.py:21-34,
+# CommunicationTimeExport): every collective op of the db export with a runtime call (the join on
+# CANN_API, which also repeats an op per call sharing its connection id, as the recipe sees it)
+SLOW_RANK_QUERY = (
+    "SELECT si_group.value, si_op.value, o.startNs, (o.endNs - o.startNs) / 1000.0 "
+    "FROM COMMUNICATION_OP o JOIN STRING_IDS si_group ON o.groupName = si_group.id "
+    "JOIN STRING_IDS si_op ON o.opName = si_op.id JOIN CANN_API ON CANN_API.connectionId = o.connectionId")
+
+
+def comm_ops_from_profiler_db(path: Path) -> list[dict]:
+    """The collective ops of a db export (ascend_pytorch_profiler_*.db) as the slow_rank recipe reads
+    them: [{group, op, start_ns, elapse_us}] in the db's order; [] without the tables."""
+    import sqlite3
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"COMMUNICATION_OP", "STRING_IDS", "CANN_API"} <= tables:
+            return []
+        return [{"group": str(g), "op": str(o), "start_ns": int(s), "elapse_us": float(e)}
+                for g, o, s, e in con.execute(SLOW_RANK_QUERY) if o is not None and s is not None and e is not None]
+    finally:
+        con.close()
