@@ -139,6 +139,14 @@ def listed(key: str) -> Callable[[dict], list]:
     return lambda c: c.get(key) or []
 
 
+def inside(key: str, sub: str) -> Callable[[dict], list]:
+    """rows_of() for the list `sub` of a capture's block `key` (captures[*].<key>.<sub>[*])."""
+    def rows_of(c: dict) -> list:
+        b = c.get(key)
+        return (b.get(sub) or []) if isinstance(b, dict) else []
+    return rows_of
+
+
 def compact(key: str, names: tuple[str, ...]) -> Callable[[dict], list[dict]]:
     """rows_of() for a compact list of lists (op_totals, kernel_totals): the fields in order."""
     return lambda c: [dict(zip(names, r)) for r in c.get(key) or []]

@@ -34,7 +34,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from ..rows import Field, RowModel, each_capture
+from ..rows import Field, RowModel, each_capture, inside
 
 DEFAULT_TOP_N = 10                      # the recipe's DEFAULT_TOP_NUM (recipe:44)
 DIFF_WAIT_THRESHOLD_NS = 50 * 1000      # the recipe's DIFF_WAIT_THRESHOLD_NS, 50 us (recipe:46)
@@ -313,15 +313,10 @@ def capture_free(db_path: Path, top_n: int = DEFAULT_TOP_N, msprof_float: bool =
     return block
 
 
-def _rows(c: dict) -> list[dict] | None:
-    b = c.get("ascend_free")
-    return b.get("rows") if isinstance(b, dict) else None
-
-
 ASCEND_FREE = RowModel(
     "ascend_free", "free (idle) interval of an Ascend device between busy ranges: the top_n longest per capture",
     "captures[*].ascend_free.rows[*]", table="ascend_free", method="ascend_free",
-    select=each_capture(_rows), fields=(
+    select=each_capture(inside("ascend_free", "rows")), fields=(
         Field("start_us", "us", "absolute start: the end of a busy range (compute tasks and collective ops merged); "
               "start_time has every digit"),
         Field("end_us", "us", "absolute end: the start of the next busy range"),

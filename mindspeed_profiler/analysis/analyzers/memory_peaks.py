@@ -35,7 +35,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..rows import Field, RowModel, each_capture
+from ..rows import Field, RowModel, each_capture, inside
 from .classify import ANNOTATION_CATS, HOST_OP_CATS
 
 TOP_N = 10
@@ -484,14 +484,10 @@ def ascend_memory(path: Path, top_n: int = TOP_N) -> dict:
 # captures[*].memory_records (inputs/kineto.py, inputs/ascend_capture.py)
 
 
-def _block(key: str):
-    return lambda c: (c.get("memory_records") or {}).get(key) if isinstance(c.get("memory_records"), dict) else None
-
-
 MEMORY_RECORD_PEAKS = RowModel(
     "memory_record_peaks", "device (Ascend: device and component) of a capture's memory records",
     "captures[*].memory_records.devices[*]", table="memory_record_peaks", method="memory_record_peaks",
-    select=each_capture(_block("devices")), fields=(
+    select=each_capture(inside("memory_records", "devices")), fields=(
         Field("device", "text", "Kineto: c10 device type and Device Id (CUDA:0, CPU); Ascend: Device Type (NPU:0)"),
         Field("device_id", "id", "the device index (None for CPU)"),
         Field("component", "text", "Ascend: PTA, GE, PTA+GE, APP (torch_npu's components); Kineto: None"),
@@ -511,7 +507,7 @@ MEMORY_RECORD_PEAKS = RowModel(
 MEMORY_STAGE_PEAKS = RowModel(
     "memory_stage_peaks", "(device, annotated range name) of a Kineto capture with memory records: the stages",
     "captures[*].memory_records.ranges[*]", table="memory_stage_peaks", method="memory_stage_peaks",
-    select=each_capture(_block("ranges")), fields=(
+    select=each_capture(inside("memory_records", "ranges")), fields=(
         Field("device", "text", "as memory_record_peaks' device"),
         Field("range", "text", "the range's name: a stage (our profiler draws each stage as one), a record_function or "
               "mstx range; not ProfilerStep#N"),
@@ -523,7 +519,7 @@ MEMORY_STAGE_PEAKS = RowModel(
 MEMORY_RECORD_OPS = RowModel(
     "memory_record_ops", "op allocating the most on a device of a capture (the top ones)",
     "captures[*].memory_records.ops[*]", table="memory_record_ops", method="memory_record_ops",
-    select=each_capture(_block("ops")), fields=(
+    select=each_capture(inside("memory_records", "ops")), fields=(
         Field("device", "text", "as memory_record_peaks' device"),
         Field("op", "text", "Kineto: the innermost host op on the event's thread; Ascend: torch_npu's Name"),
         Field("bytes", "bytes", "allocated: the sum of Bytes > 0 / of Size"),

@@ -7,7 +7,7 @@ import json
 import math
 from pathlib import Path
 
-from ..rows import Field, RowModel, each_capture
+from ..rows import Field, RowModel, each_capture, inside
 
 MAX_ROWS = 100_000        # iterations read from one file (a run of that many iterations is rare; said when cut)
 MFU_PREFIX = "perf/mfu/"
@@ -65,15 +65,10 @@ def maxima(rows: list[dict]) -> dict[str, float]:
     return out
 
 
-def _rows(c: dict) -> list[dict] | None:
-    t = c.get("tracker")
-    return t.get("rows") if isinstance(t, dict) else None
-
-
 TRACKER_METRICS = RowModel(
     "tracker_metrics", "(worker, iteration, metric) of the metrics tracker's files",
     "captures[*].tracker.rows[*] (kind tracker: metrics/<role>_rank<R>.jsonl)", table="tracker_metrics",
-    method="tracker_metrics", select=each_capture(_rows), fields=(
+    method="tracker_metrics", select=each_capture(inside("tracker", "rows")), fields=(
         Field("iteration", "iteration", "the row's iteration"),
         Field("metric", "text", "the key (timing_s/<stage>, perf/throughput, perf/mfu/<stage>, ...: docs/metrics.md)"),
         Field("value", "number", "its value, in the key's unit"),
