@@ -42,6 +42,9 @@ def test_straggler_found_with_its_cost_to_the_others(late_job):
     f, = [f for f in advisor.findings(s) if f["id"] == "straggler"]
     assert f["title"].startswith("actor rank 2 is the straggler of actor_update: actor rank 0 waited 0.6 ms")
     assert f["evidence"]["victim_rank"] == 0 and f["evidence"]["victim_cost_us"] == 3 * LATE_US
+    # its all-reduces were launched in time and started late (a longer GEMM before them)
+    assert f["title"].endswith("; launched in time, its device was busy before them (100% of the delay)")
+    assert f["evidence"]["late_launch_us"] == 0.0 and "runs longer before the collective" in f["action"]
     assert f["impact"] == pytest.approx(3 * LATE_US / 5_000.0)
 
 

@@ -69,19 +69,20 @@ LATE_US = 200.0
 
 
 def _rank_trace(rank: int, late_us: float = 0.0, gather_late_us: float = 0.0, gather: bool = True,
-                n_steps: int = 3) -> dict:
+                n_steps: int = 3, host_late: bool = False) -> dict:
     """Per ProfilerStep#n (1000 us each): a GEMM on stream 7, then an all-reduce on stream 9 that
     every rank ends at step + 800 us; the GEMM lasts `late_us` longer here, so this rank starts it
-    that much later. Then (`gather`) an all-gather on stream 11 ending at step + 900 us, started
-    `gather_late_us` late."""
+    that much later (with `host_late`, the GEMM is as long as elsewhere and the host launches the
+    all-reduce `late_us` late instead). Then (`gather`) an all-gather on stream 11 ending at step +
+    900 us, started `gather_late_us` late."""
     ev = []
     for n in range(1, n_steps + 1):
         s = T0 + (n - 1) * STEP_US
         ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1, "ts": s,
                    "dur": STEP_US})
         ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": s + 5, "dur": 40})
-        rows = [(n * 10 + 1, "sm80_xmma_gemm", s + 10, 7, s + 20, 300 + late_us),
-                (n * 10 + 2, AR, s + 30, 9, s + 320 + late_us, 480 - late_us)]
+        rows = [(n * 10 + 1, "sm80_xmma_gemm", s + 10, 7, s + 20, 300 + (0.0 if host_late else late_us)),
+                (n * 10 + 2, AR, s + 30 + (late_us if host_late else 0.0), 9, s + 320 + late_us, 480 - late_us)]
         if gather:
             rows.append((n * 10 + 3, AG, s + 40, 11, s + 820 + gather_late_us, 80 - gather_late_us))
         for corr, name, lts, stream, ts, dur in rows:
@@ -202,11 +203,30 @@ def test_the_late_rank_is_last_and_costs_the_others_its_delay(late):
     ag = [c for c in inst if c["name"] == AG]
     assert [(c["last_rank"], c["wait_us"]) for c in ag] == [(1, {0: 10.0, 1: 0.0, 2: 10.0})] * 3
     cost = straggler_costs(inst)
+    # rank 2's all-reduce was launched in time and started late (its GEMM ran longer): no late launch
+    assert all(c["late_launch_share"] == 0.0 for c in ar + ag)
     assert cost[2] == {"n_matched": 6, "n_last": 3, "cost_to_others_us": 3 * 2 * LATE_US, "waited_us": 3 * 10.0,
                        "worst_victim_rank": 0, "worst_victim_cost_us": 3 * LATE_US,
-                       "worst_victim_net_us": 3 * LATE_US}   # a tie: the lower rank
+                       "worst_victim_net_us": 3 * LATE_US, "late_launch_us": 0.0}   # a tie: the lower rank
     assert (cost[1]["n_last"], cost[1]["cost_to_others_us"], cost[1]["waited_us"]) == (3, 60.0, 3 * LATE_US)
     assert (cost[0]["n_last"], cost[0]["cost_to_others_us"], cost[0]["worst_victim_rank"]) == (0, 0.0, None)
+
+
+def test_a_late_launch_on_the_host_is_told_from_a_busy_device(tmp_path):
+    for r in range(3):
+        write_json(tmp_path / f"rank-{r}.json", _rank_trace(r, late_us=LATE_US if r == 2 else 0.0, host_late=True,
+                                                            gather=False))
+    inst = matched_collectives(_per_rank(tmp_path))
+    assert [(c["last_rank"], c["late_launch_share"]) for c in inst] == [(2, 1.0)] * 3
+    assert straggler_costs(inst)[2]["late_launch_us"] == 3 * 2 * LATE_US    # all of it: the host launched late
+    for r in range(3):   # half the delay on the host, half a longer GEMM before it
+        t = _rank_trace(r, late_us=LATE_US if r == 2 else 0.0, gather=False)
+        for e in t["traceEvents"]:
+            if r == 2 and e.get("cat") == "cuda_runtime" and e["args"]["correlation"] % 10 == 2:
+                e["ts"] += LATE_US / 2
+        write_json(tmp_path / f"rank-{r}.json", t)
+    inst = matched_collectives(_per_rank(tmp_path))
+    assert [c["late_launch_share"] for c in inst] == [0.5] * 3
 
 
 def test_hta_rule_by_hand(late):

@@ -73,3 +73,4 @@ def test_the_sleeping_rank_is_the_straggler_of_a_gloo_job(tmp_path):
     # the advisor names it first, with its cost to rank 0 (net of rank 0's waits for rank 1)
     top = summary["findings"][0]
     assert top["id"] == "straggler" and top["title"].startswith("rank 1 is the straggler") and "rank 0 waited" in top["title"]
+    assert top["title"].endswith("; on the host (a CPU job)")   # gloo: host calls only, no launch to tell apart

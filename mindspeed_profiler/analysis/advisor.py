@@ -31,6 +31,7 @@ COMM_BOUND_SHARE = 0.30           # exposed communication / busy device time
 HOST_BOUND_SHARE = 0.30           # host wait / the capture's wall time
 GENERATION_BOUND_SHARE = 0.50     # generation stages' share of the iteration
 PROFILER_OVERHEAD_SHARE = 0.10    # profiler time (export, start) / iteration time
+STRAGGLER_HOST_SHARE = 0.50      # a straggler's delay is its host's when its late launches explain half of it
 GROUP_IDLE_SHARE = 0.50           # a worker group idle half of the iterations while another works
 MEMORY_NEAR_CAPACITY = 0.90       # peak reserved (else allocated) / the device's memory
 MEMORY_IMPACT_WEIGHT = 0.5        # a memory finding ranks at half its used share: a risk (OOM), not time spent
@@ -64,17 +65,35 @@ def straggler(summary: dict) -> list[Finding]:
         if victim is None or share < STRAGGLER_MIN_SHARE:
             continue
         where = f" of {r['stage']}" if r.get("stage") else ""
+        cause, action = _straggler_cause(r)
         out.append(_finding(
             "straggler", f"{_who(r.get('role'), r['rank'])} is the straggler{where}: {_who(r.get('role'), victim)} "
             f"waited {r['worst_victim_cost_us'] / 1e3:.1f} ms for it ({net / 1e3:.1f} ms more than the other way, "
-            f"{share:.0%} of its time)", share,
+            f"{share:.0%} of its time){cause}", share,
             {"table": "stragglers", "rank": r["rank"], "n_last": r["n_last"], "n_matched": r["n_matched"],
              "cost_to_others_us": r["cost_to_others_us"], "victim_rank": victim,
              "victim_cost_us": r["worst_victim_cost_us"], "victim_net_us": net, "victim_wall_us": wall,
-             "source": r.get("source")},
-            "look at what the straggler does before the collective (a longer compute, a late launch on the host, "
-            "a data-loading stall); balance the work across data-parallel ranks", "stragglers"))
+             "late_launch_us": r.get("late_launch_us"), "source": r.get("source")},
+            action, "stragglers"))
     return out
+
+
+def _straggler_cause(r: dict) -> tuple[str, str]:
+    """(title suffix, action) from where the straggler's delay comes from: its host launching the
+    collectives late (late_launch_us, clocks aligned on the ends) or its device busy before them."""
+    late, cost = r.get("late_launch_us"), r.get("cost_to_others_us") or 0.0
+    balance = "balance the work across data-parallel ranks (sequence lengths, samples per rank)"
+    if late is None or cost <= 0:
+        host = str(r.get("source") or "").endswith("host calls")
+        return ("; on the host (a CPU job)" if host else "", "look at what the straggler does before the collective "
+                "(a longer compute, a late launch on the host, a data-loading stall); " + balance)
+    if late >= STRAGGLER_HOST_SHARE * cost:
+        return (f"; its host launched the collectives late ({late / cost:.0%} of the delay)",
+                "the straggler's host is late to launch the collective: Python work, data loading, a "
+                "synchronisation or logging before it on that rank (py-spy on it: profiler_config.system)")
+    return (f"; launched in time, its device was busy before them ({1 - late / cost:.0%} of the delay)",
+            "the straggler's device runs longer before the collective: more or longer sequences on that rank, "
+            "a slower device; " + balance)
 
 
 def comm_bound(summary: dict) -> list[Finding]:

@@ -126,12 +126,14 @@ def rank_collectives(ct: ClassifiedTrace, rank: int) -> RankCollectives:
 
     kernels: list[dict] = []
     device_comm = np.flatnonzero(m["comm"] & counted)
-    for i in device_comm:
+    rt = np.flatnonzero(m["runtime"] & (ev.corr >= 0))
+    launch = _last_by_corr(ev.corr[rt], ts[rt], ev.corr[device_comm])   # its launch call's start (NaN: none)
+    for i, la in zip(device_comm, launch):
         tid = ev.tids[int(ev.tid[i])]
         s = stream_number(tid)
         kernels.append({"name": str(ev.names[int(ev.name[i])]), "stream": s, "lane": s if s is not None else str(tid),
                         "ts": float(ts[i]), "end": float(end[i]), "dur": float(ct.dur[i]), "step": int(it[i]),
-                        "kept": bool(kept[i])})
+                        "kept": bool(kept[i]), "launch": None if np.isnan(la) else float(la)})
     if not len(device_comm):   # a CPU job: the host's collective calls (module doc)
         for i in _host_calls(ct, np.flatnonzero(m["host_comm"] & counted)):
             # thread ids are a process's own (and gloo's work alternates between its threads): one lane
@@ -250,10 +252,28 @@ def matched_collectives(per_rank: dict[int, RankCollectives]) -> list[dict]:
         latest = max(start.values())
         wait = {r: latest - s for r, s in sorted(start.items())}
         late = min(r for r, s in start.items() if s == latest)   # a tie: the lowest rank
+        last = late if any(w > 0 for w in wait.values()) else None
         out.append({"step": key[0], "name": key[1], "stream": key[2], "ordinal": key[3], "ranks": sorted(ks),
-                    "n_ranks": len(ks), "last_rank": late if any(w > 0 for w in wait.values()) else None,
-                    "wait_us": wait, "max_wait_us": max(wait.values()), "cost_us": sum(wait.values())})
+                    "n_ranks": len(ks), "last_rank": last, "wait_us": wait, "max_wait_us": max(wait.values()),
+                    "cost_us": sum(wait.values()),
+                    "late_launch_share": late_launch_share(ks, wait, last) if last is not None else None})
     return out
+
+
+def late_launch_share(ks: dict[int, dict], wait: dict[int, float], last: int) -> float | None:
+    """How much of the last rank's lateness its host explains: its launch call, with the clocks
+    aligned on the kernel's end, came that much later than the others' (median over them), as a
+    share 0..1 of its lateness (the median of their waits). The rest: the kernel was launched in
+    time but started late, the device busy with work before it. None where a launch is unknown
+    (a CPU job's host calls: the delay is the host's anyway)."""
+    if any(k.get("launch") is None for k in ks.values()):
+        return None
+    aligned = {r: k["launch"] - k["end"] for r, k in ks.items()}
+    others = [r for r in ks if r != last and wait[r] > 0]
+    if not others:
+        return None
+    late_by = aligned[last] - float(np.median([aligned[r] for r in others]))
+    return float(min(1.0, max(0.0, late_by / float(np.median([wait[r] for r in others])))))
 
 
 def straggler_costs(instances: list[dict]) -> dict[int, dict]:
@@ -265,7 +285,8 @@ def straggler_costs(instances: list[dict]) -> dict[int, dict]:
     victims: dict[int, dict[int, float]] = {}
     for c in instances:
         for r in c["ranks"]:
-            p = per.setdefault(r, {"n_matched": 0, "n_last": 0, "cost_to_others_us": 0.0, "waited_us": 0.0})
+            p = per.setdefault(r, {"n_matched": 0, "n_last": 0, "cost_to_others_us": 0.0, "waited_us": 0.0,
+                                   "late_launch_us": None})
             p["n_matched"] += 1
             p["waited_us"] += c["wait_us"][r]
         late = c["last_rank"]
@@ -273,6 +294,8 @@ def straggler_costs(instances: list[dict]) -> dict[int, dict]:
             continue
         per[late]["n_last"] += 1
         per[late]["cost_to_others_us"] += c["cost_us"]
+        if c.get("late_launch_share") is not None:   # the part of this cost its host's late launch explains
+            per[late]["late_launch_us"] = (per[late]["late_launch_us"] or 0.0) + c["cost_us"] * c["late_launch_share"]
         v = victims.setdefault(late, {})
         for r, w in c["wait_us"].items():
             if r != late:
@@ -305,7 +328,8 @@ def straggler_rows(per_rank: dict[int, RankCollectives], hta: dict | None = None
                      "worst_victim_rank": c.get("worst_victim_rank"),
                      "worst_victim_cost_us": c.get("worst_victim_cost_us"),
                      "worst_victim_net_us": c.get("worst_victim_net_us"),
-                     "waited_us": c.get("waited_us", 0.0), "source": source})
+                     "waited_us": c.get("waited_us", 0.0), "late_launch_us": c.get("late_launch_us"),
+                     "source": source})
     return rows
 
 
@@ -521,6 +545,9 @@ STRAGGLERS = RowModel(
         Field("worst_victim_net_us", "us", "those waits minus its own waits for that rank (ranks that jitter in "
               "turn: about 0)", computed=True),
         Field("waited_us", "us", "its own waits for the last rank, summed", computed=True),
+        Field("late_launch_us", "us", "of cost_to_others_us, the part its host explains: the collective's launch call "
+              "came late (clocks aligned on the end); the rest, the device busy before it. None: launches unknown "
+              "(a CPU job's host calls, Ascend)", computed=True),
         Field("slow_affect_count", "count", "Ascend: msprof-analyze slow_rank's vote (its slowAffectCount: ops "
               "where the rank's elapse time was the outlier short one)", computed=True),
         Field("source", "text", "kineto (device collective kernels), kineto host calls (a CPU job's), ascend "
@@ -542,4 +569,6 @@ STRAGGLER_COLLECTIVES = RowModel(
         Field("last_rank", "rank", "the rank that arrived last (none: all together)", computed=True),
         Field("max_wait_us", "us", "the longest wait for it", computed=True),
         Field("cost_us", "us", "all ranks' waits for it, summed", computed=True),
+        Field("late_launch_share", "ratio", "of the last rank's lateness, the share its late launch call explains "
+              "(late_launch_share(); None: launches unknown)", computed=True),
     ))
