@@ -134,6 +134,34 @@ def test_group_idle():
     assert advisor.group_idle(one_group) == []                      # nobody else to wait on
 
 
+def _small_collectives(wall_us: float) -> dict:
+    """10 all-reduces of 4 KiB; the fastest took 10.24 us (0.4 GB/s), the others waited for a late
+    rank (5 ms in all): the rule counts 10 x 10.24 us, not the waits."""
+    small = {"collective": "allreduce", "count": 10, "n_timed": 10, "total_us": 5000.0, "bytes_per_call": 4096,
+             "algbw_max_gbps": 0.4, "latency_bound": True}
+    big = {"collective": "allreduce", "count": 2, "n_timed": 2, "total_us": 900.0, "bytes_per_call": 64 << 20,
+           "algbw_max_gbps": 150.0, "latency_bound": False}
+    return {"captures": [_cap(wall_us=wall_us, collective_bandwidth=[small, big])]}
+
+
+def test_latency_bound():
+    f, = advisor.latency_bound(_small_collectives(1000.0))
+    assert f["title"] == "actor rank 0 in actor_update: 10 small collectives take 10% of the capture"
+    assert f["impact"] == pytest.approx(10 * 4096 / 0.4e3 / 1000.0) and f["evidence"]["collectives"] == ["allreduce"]
+    assert advisor.latency_bound(_small_collectives(10_000.0)) == []    # 1%: not worth it
+
+
+def test_latency_bound_not_on_a_real_nccl_trace():
+    from conftest import REPO_ROOT
+    from mindspeed_profiler.analysis.batch import analyse_directory
+
+    summary, _ = analyse_directory(REPO_ROOT / "tests" / "data" / "hta" / "nccl_parser_config", jobs=1, html=False,
+                                   write=False, progress=False)
+    rows = summary["captures"][0]["collective_bandwidth"]
+    assert any(r["latency_bound"] for r in rows)          # two small broadcasts: 110 us of a 684 ms capture
+    assert advisor.latency_bound(summary) == []
+
+
 def _tracker_cap(role="actor", rank=0, **metrics) -> dict:
     rows = [{"iteration": i, "metric": k, "value": v} for i in (1, 2) for k, v in metrics.items()]
     return {"path": f"metrics/{role}_rank{rank}.jsonl", "kind": "tracker", "status": "ok", "role": role, "rank": rank,

@@ -52,6 +52,9 @@ def outputs(tmp_path_factory, request) -> list[tuple[str, Path, dict]]:
         roots.append(("shared data", root))
     roots.append(("cpu run with timeline", gloo_run(tmp_path_factory.mktemp("gloo"))))
     roots.append(("cpu run with a memory snapshot", _memory_run(tmp_path_factory.mktemp("memory"))))
+    nccl = tmp_path_factory.mktemp("nccl_args")   # HTA's NCCL trace with collective args (collective_bandwidth)
+    shutil.copytree(REPO_ROOT / "tests" / "data" / "hta" / "nccl_parser_config", nccl, dirs_exist_ok=True)
+    roots.append(("nccl trace with collective args", nccl))
     ascend_sets = request.getfixturevalue("ascend_sets")
     for name, sub in (("pp4_l2", ""), ("gpt3_cluster16", "cluster_analysis_output"), ("db_l1", "")):
         root = tmp_path_factory.mktemp(name)

@@ -284,12 +284,13 @@ def latency_bound(summary: dict) -> list[Finding]:
     walls = {c.get("path"): c.get("wall_us") or 0.0 for c in summary.get("captures") or []}
     per: dict = {}
     for r in q.COLLECTIVE_BANDWIDTH.rows(summary):
-        if r.get("latency_bound"):
+        floor = _fastest_calls_us(r)
+        if r.get("latency_bound") and floor:
             p = per.setdefault(r.get("path"), {"role": r.get("role"), "rank": r.get("rank"), "stage": r.get("stage"),
                                                "us": 0.0, "calls": 0, "names": set()})
-            p["us"] += r.get("total_us") or 0.0
-            p["calls"] += r.get("count") or 0
-            p["names"].add(str(r.get("collective") or r.get("name")))
+            p["us"] += floor
+            p["calls"] += r.get("n_timed") or 0
+            p["names"].add(str(r.get("collective")))
     out = []
     for path, p in sorted(per.items(), key=lambda kv: str(kv[0])):
         wall = walls.get(path) or 0.0
@@ -304,6 +305,16 @@ def latency_bound(summary: dict) -> list[Finding]:
             "Megatron's overlap_grad_reduce buckets), coalesce (all_reduce_coalesced), or fuse the small tensors",
             "collective-bandwidth"))
     return out
+
+
+def _fastest_calls_us(r: dict) -> float:
+    """The timed calls of a collective_bandwidth row as if each took the fastest one's time
+    (bytes_per_call / algbw_max): a floor that leaves out the waits for a late rank, which inflate a
+    call's time but are a straggler's cost, not the message's latency."""
+    fastest, size, n = r.get("algbw_max_gbps"), r.get("bytes_per_call"), r.get("n_timed") or 0
+    if not fastest or not size or n <= 0:
+        return 0.0
+    return n * size / (fastest * 1e3)   # bytes / (GB/s x 1e9) s = bytes / (GB/s x 1e3) us
 
 
 def low_mfu(summary: dict) -> list[Finding]:
@@ -338,7 +349,7 @@ def low_mfu(summary: dict) -> list[Finding]:
 
 RULES: tuple[Callable[[dict], list[Finding]], ...] = (
     straggler, comm_bound, host_bound, slow_link, slow_rank, generation_bound, group_idle, memory_near_capacity,
-    low_mfu, profiler_overhead)
+    latency_bound, low_mfu, profiler_overhead)
 
 
 def findings(summary: dict, rules: Iterable[Callable[[dict], list[Finding]]] = RULES) -> list[Finding]:

@@ -158,6 +158,12 @@ class RunAnalysis:
         free_analysis; docs/diagnosis.md, "Idle time by cause")."""
         return self.rows(q.ASCEND_FREE)
 
+    def collective_bandwidth(self) -> Rows:
+        """Per capture, collective, dtype, group and message size: algorithm and bus bandwidth from
+        Kineto's collective args (nccl-tests' factors), latency-bound small messages flagged
+        (docs/diagnosis.md, "Collective bandwidth")."""
+        return self.rows(q.COLLECTIVE_BANDWIDTH)
+
     def memory_record_peaks(self) -> Rows:
         """Per device (Ascend: and component): peak allocated / reserved bytes from the raw memory
         records (Kineto [memory] events, memory_record.csv / MEMORY_RECORD; docs/diagnosis.md, "Memory")."""

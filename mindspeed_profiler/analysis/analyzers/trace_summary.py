@@ -8,6 +8,7 @@ from ..parsing.events import Events
 from .annotations import top_annotations
 from .breakdown import trace_breakdown
 from .classify import ClassifiedTrace, classified
+from .collective_bandwidth import trace_collective_bandwidth
 from .communication import communication_summary, device_communication, host_communication
 from .idle_causes import trace_idle_causes
 from .kernels import kernel_rows, kernel_totals, top_kernels
@@ -42,6 +43,9 @@ def summarise_classified(ct: ClassifiedTrace, top_n: int = 20) -> dict:
     block = collectives_block(ct)
     if block is not None:
         out["collective_kernels"] = block
+    bandwidth = trace_collective_bandwidth(ct)
+    if bandwidth:
+        out["collective_bandwidth"] = bandwidth
     ops, kernels = op_rows(ct), kernel_rows(ct)
     out["annotations"] = top_annotations(ct, top_n)
     out["communication"] = communication(ct, out["device"], out["wall_us"], ops + out["annotations"], kernels, top_n)

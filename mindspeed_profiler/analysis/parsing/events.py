@@ -7,7 +7,8 @@ timestamps ("1704161511420306.491") keep their sub-microsecond digits in float64
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from operator import itemgetter
+from itertools import compress, count, repeat
+from operator import contains, itemgetter
 
 import numpy as np
 
@@ -17,6 +18,12 @@ _MBEI = ("M", "B", "E", "i", "I")
 MEMORY_EVENT = "[memory]"   # Kineto's allocator events (profile_memory=True): counted here, read by analyzers/memory_peaks.py
 MAX_SPAN_US = 3.2e15   # 100 years in microseconds
 _GET6 = itemgetter("name", "cat", "pid", "tid", "ts", "dur")
+# torch >= 2.1 writes a collective's message sizes in the args of `record_param_comms` (and, newer,
+# of the NCCL kernel): kept per event for analyzers/collective_bandwidth.py. One key marks them.
+COMM_ARGS_KEY = "In msg nelems"
+COMM_ARG_FIELDS = ("Collective name", "In msg nelems", "Out msg nelems", "Group size", "dtype",
+                   "Process Group Name", "Process Group Description", "Process Group Ranks",
+                   "In split size", "Out split size")
 
 
 class Interner:
@@ -113,6 +120,8 @@ class EventTable:
     _cols: dict = field(default_factory=lambda: {k: [] for k in ("name", "cat", "pid", "tid", "ts", "dur", "corr", "task")})
     tasks: Interner = field(default_factory=Interner)
     _begin_end: list = field(default_factory=list)
+    comm_args: dict = field(default_factory=dict)   # row index -> COMM_ARG_FIELDS present (see Events)
+    _n: int = 0                                     # rows added so far (the next row's index)
 
     # -- building ---------------------------------------------------------------------------
     def add_batch(self, batch: list) -> None:
@@ -172,6 +181,23 @@ class EventTable:
             corr_a = np.array([x if type(x) is int and -2**63 <= x < 2**63 else -1 for x in corr], dtype=np.int64)
         c["corr"].append(corr_a)
         c["task"].append(self.tasks.ids_of(task))
+        self._keep_comm_args(args)
+        self._n += len(xs)
+
+    def _keep_comm_args(self, args: list) -> None:
+        """The collective fields of the few events that carry them: one membership test per event,
+        in C (map / compress: no Python frame per event, this is the parse's hot path). A string or
+        list arg holding the key passes the test too, hence the dict check on the hits; an arg
+        without `in` (None, a number) raises TypeError: the per-event path."""
+        try:
+            hit = list(compress(count(), map(contains, args, repeat(COMM_ARGS_KEY))))
+        except TypeError:
+            hit = [i for i, a in enumerate(args) if type(a) is dict and COMM_ARGS_KEY in a]
+        base = self._n
+        for i in hit:
+            a = args[i]
+            if type(a) is dict:
+                self.comm_args[base + i] = {k: a[k] for k in COMM_ARG_FIELDS if k in a}
 
     @staticmethod
     def _base(ts_raw) -> int:
@@ -260,9 +286,10 @@ class EventTable:
             names=self.names.values, cats=self.cats.values, pids=self.pids.values,
             tids=self.tids.values, tasks=self.tasks.values, t0_us=self.t0_us or 0,
             process_names=self.process_names, thread_names=self.thread_names, n_raw=self.n_raw,
-            n_memory=self.n_memory,
+            n_memory=self.n_memory, comm_args=self.comm_args,
         )
         self._cols = {k: [] for k in c}
+        self.comm_args, self._n = {}, 0
         # drop events without a usable time (reported as a count, not silently); a time a century
         # away from the trace's start (a 30-digit ts) is as unusable as none
         ok = np.isfinite(ev.ts) & np.isfinite(ev.dur) & (ev.dur >= 0) & (np.abs(ev.ts) < MAX_SPAN_US) & (ev.dur < MAX_SPAN_US)
@@ -293,6 +320,9 @@ class Events:
     n_raw: int = 0
     n_bad: int = 0
     n_memory: int = 0   # [memory] events in the trace (not kept here)
+    # row index -> the collective fields (COMM_ARG_FIELDS, as the trace gave them) of the events
+    # whose args carry "In msg nelems"; select() keeps the indices in step with the columns
+    comm_args: dict = field(default_factory=dict)
 
     ARRAYS = ("name", "cat", "pid", "tid", "ts", "dur", "corr", "task")
 
@@ -304,8 +334,12 @@ class Events:
         return self.ts + self.dur
 
     def select(self, mask: np.ndarray) -> None:
+        """Keep the rows of a boolean mask (comm_args re-indexed to the kept rows)."""
         for k in self.ARRAYS:
             setattr(self, k, getattr(self, k)[mask])
+        if self.comm_args:
+            new = np.cumsum(mask) - 1
+            self.comm_args = {int(new[i]): v for i, v in self.comm_args.items() if mask[i]}
 
     def thread_name_of(self) -> np.ndarray:
         """Per event: its thread's name (from "M" thread_name events; "" without one), as an object
