@@ -270,6 +270,16 @@ def is_train_stage(name: str) -> bool:
     return any(word in lowered for word in TRAIN_STAGE_WORDS)
 
 
+FORWARD_FLOPS_PER_PARAM = 2      # one multiply-add per parameter per token
+TRAIN_FLOPS_PER_PARAM = 6        # forward 2 + backward 4
+
+
+def flops_per_token(stage: str, parameters: int) -> int:
+    """6 N for a stage that trains (its name has "update" or "train"), 2 N for the others: the
+    tracker's perf/mfu/<stage> and the analysis' --peak-tflops recomputation (docs/metrics.md)."""
+    return (TRAIN_FLOPS_PER_PARAM if is_train_stage(stage) else FORWARD_FLOPS_PER_PARAM) * parameters
+
+
 METRICS_FILE_RE = re.compile(r"^(?P<role>[A-Za-z0-9][A-Za-z0-9_.\-]*?)_rank(?P<rank>\d+)" + re.escape(METRICS_SUFFIX) + "$")
 
 

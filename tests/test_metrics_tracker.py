@@ -98,7 +98,8 @@ def test_key_order_and_a_stage_called_twice_is_summed(tmp_path, clean_state):
     (row,) = rows_of(tmp_path / "metrics" / "actor_rank0.jsonl")
     assert abs(row["timing_s/actor_generate"] - spent) < TOL_S
     assert list(row) == ["iteration", "timing_s/actor_generate", "timing_s/iteration", "perf/tokens",
-                         "perf/throughput", "perf/throughput/actor_generate", "perf/mfu/actor_generate"]
+                         "perf/throughput", "perf/throughput/actor_generate", "perf/mfu/actor_generate",
+                         "perf/model_parameters", "perf/peak_tflops"]
 
 
 def test_metrics_work_with_profile_false_and_the_tracer_s_iteration_spans_agree(tmp_path, clean_state):

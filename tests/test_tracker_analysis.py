@@ -64,3 +64,24 @@ def test_another_projects_rank_jsonl_is_no_tracker_file(tmp_path):
     (tmp_path / "worker_rank0.jsonl").write_text(json.dumps({"step": 1, "loss": 0.5}) + "\n")
     summary, _ = analyse_directory(tmp_path, jobs=1, html=False, write=False, progress=False)
     assert not [c for c in summary["captures"] if c["kind"] == "tracker"]
+
+
+def test_peak_tflops_recomputes_the_mfu(tracked, capsys):
+    from test_metrics_tracker import PEAK
+
+    plain, _ = analyse_directory(tracked, jobs=1, html=False, write=False, progress=False)
+    again, _ = analyse_directory(tracked, jobs=1, html=False, write=False, progress=False, peak_tflops=4 * PEAK)
+
+    def mfu(summary):
+        return {(r["rank"], r["iteration"], r["metric"]): r["value"]
+                for r in RunAnalysis.from_summary(summary).tracker_metrics()
+                if r["metric"].startswith("perf/mfu/") or r["metric"] == "perf/peak_tflops"}
+    before, after = mfu(plain), mfu(again)
+    assert before.keys() == after.keys() and len(before) == 2 * 2 * 3   # 2 ranks x 2 iterations x (2 stages + peak)
+    for k, v in before.items():
+        assert after[k] == (4 * PEAK if k[2] == "perf/peak_tflops" else pytest.approx(v / 4, rel=1e-12))
+    assert again["options"]["peak_tflops"] == 4 * PEAK and "peak_tflops" not in plain["options"]
+    from mindspeed_profiler.commands.analyse import main
+    for bad in ("0", "-1", "nan", "inf"):
+        assert main([str(tracked), "--peak-tflops", bad, "-q", "--no-html"]) == 2
+        assert f"--peak-tflops must be a positive number of TFLOPS, got {float(bad)}" in capsys.readouterr().err

@@ -14,6 +14,7 @@ from mindspeed_profiler import formats
 
 from . import advisor
 from .analyzers import crossrank
+from .analyzers.tracker_metrics import with_peak
 from .capture import analyse_capture
 from .collect import (  # noqa: F401  (the names the batch has always offered)
     POOL_MIN_BYTES,
@@ -81,11 +82,12 @@ def analyse_directory(root: str | Path, jobs: int | None = None, export_type: st
                       python: str = sys.executable, write: bool = True, run: str | None = None,
                       limits: Limits | None = None, ray: bool = False, ray_address: str | None = None,
                       ray_task_cpus: float = 0.5, fn: Callable = analyse_capture,
-                      collector: Collector | None = None) -> tuple[dict, int]:
+                      collector: Collector | None = None, peak_tflops: float | None = None) -> tuple[dict, int]:
     """Analyse everything under `root` (only run `run`'s captures when given); write the outputs
     (unless write=False); return (summary, exit code). With ray=True, on every node of a Ray
     cluster, each capture where it lies (ray_batch.py; `root` as each node sees it). `collector`:
-    any object with `collect(root, CollectOptions) -> Collected` (overrides `ray`)."""
+    any object with `collect(root, CollectOptions) -> Collected` (overrides `ray`). `peak_tflops`: the
+    device peak the tracker's MFU is recomputed for (analyse --peak-tflops)."""
     t_start = time.perf_counter()
     root = Path(root)
     jobs = jobs or os.cpu_count() or 1
@@ -102,6 +104,10 @@ def analyse_directory(root: str | Path, jobs: int | None = None, export_type: st
     results, base = got.results, got.base
     captures = [r["capture"] for r in results] + got.unparsed
     captures.sort(key=lambda c: c["path"])
+    if peak_tflops is not None:
+        for c in captures:
+            if isinstance(c.get("tracker"), dict) and c["tracker"].get("rows"):
+                c["tracker"]["rows"] = with_peak(c["tracker"]["rows"], peak_tflops)
     runs = runs_of(captures)
     rows = cross_capture_rows(captures, runs)
     counts = {"found": len(captures), "ok": sum(c["status"] == "ok" for c in captures),
@@ -112,7 +118,8 @@ def analyse_directory(root: str | Path, jobs: int | None = None, export_type: st
     summary = {
         "schema": formats.SUMMARY_SCHEMA, "tool": "mindspeed-profiler analyse", "root": str((got.root or root).resolve()),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "options": {"jobs": jobs, "export_type": export_type, "top": top_n, "threshold": threshold},
+        "options": {"jobs": jobs, "export_type": export_type, "top": top_n, "threshold": threshold,
+                    **({"peak_tflops": peak_tflops} if peak_tflops is not None else {})},
         "counts": counts, "exit_code": code,
         "captures": captures,
         "runs": runs,

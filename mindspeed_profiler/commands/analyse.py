@@ -41,6 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop a capture's analysis after this long and report it failed (default: %(default)s)")
     parser.add_argument("--capture-memory-mb", type=int, default=None, metavar="MB",
                         help="memory one capture's analysis may take in a worker (default: half of this machine's)")
+    parser.add_argument("--peak-tflops", type=float, default=None, metavar="TFLOPS",
+                        help="one device's peak TFLOPS: the metrics tracker's MFU is recomputed for it (docs/metrics.md)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no tables on the terminal")
     ray = parser.add_argument_group("on a Ray cluster, where the data lives (docs/analysis.md)")
     ray.add_argument("--ray", action="store_true",
@@ -65,6 +67,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not args.threshold > 0:   # also rejects nan
         print(f"analyse: --threshold must be > 0, got {args.threshold}", file=sys.stderr)
+        return 2
+    if args.peak_tflops is not None and not (args.peak_tflops > 0 and args.peak_tflops != float("inf")):
+        print(f"analyse: --peak-tflops must be a positive number of TFLOPS, got {args.peak_tflops}", file=sys.stderr)
         return 2
     if not args.capture_timeout > 0 or (args.capture_memory_mb is not None and args.capture_memory_mb < 64):
         print("analyse: --capture-timeout must be > 0 and --capture-memory-mb >= 64", file=sys.stderr)
@@ -93,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         summary, code = analyse_directory(args.directory, jobs=args.jobs, export_type=args.export_type,
                                           top_n=args.top or 20, html=not args.no_html, threshold=args.threshold,
-                                          out_dir=args.output, run=args.run, limits=limits, **ray_options)
+                                          out_dir=args.output, run=args.run, limits=limits,
+                                          peak_tflops=args.peak_tflops, **ray_options)
     except setup_errors as exc:   # () without --ray: catches nothing
         print(f"analyse --ray: {exc}", file=sys.stderr)
         return 2

@@ -28,8 +28,9 @@ from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
-FORWARD_FLOPS_PER_PARAM = 2      # one multiply-add per parameter per token
-TRAIN_FLOPS_PER_PARAM = 6        # forward 2 + backward 4
+from mindspeed_profiler import formats
+
+FORWARD_FLOPS_PER_PARAM, TRAIN_FLOPS_PER_PARAM = formats.FORWARD_FLOPS_PER_PARAM, formats.TRAIN_FLOPS_PER_PARAM
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,6 @@ from typing import Any
 
 from mindspeed_profiler import formats
 from mindspeed_profiler._warn import new_scope, warn_once
-from mindspeed_profiler.metrics.model_size import FORWARD_FLOPS_PER_PARAM, TRAIN_FLOPS_PER_PARAM
 from mindspeed_profiler.metrics.peaks import peak_tflops
 from mindspeed_profiler.observers import Observer
 from mindspeed_profiler.ranks import resolve_rank
@@ -39,9 +38,7 @@ def is_train_stage(name: str) -> bool:
     return any(word in lowered for word in TRAIN_STAGE_WORDS)
 
 
-def flops_per_token(stage: str, parameters: int) -> int:
-    """6 N for a stage that trains (its name has "update" or "train"), 2 N for the others."""
-    return (TRAIN_FLOPS_PER_PARAM if is_train_stage(stage) else FORWARD_FLOPS_PER_PARAM) * parameters
+flops_per_token = formats.flops_per_token
 
 
 def iteration_row(iteration: int, wall_s: float, stage_s: dict[str, float], counts: dict[str, int],
@@ -69,6 +66,10 @@ def iteration_row(iteration: int, wall_s: float, stage_s: dict[str, float], coun
             for stage, seconds in stage_s.items():
                 if seconds > 0:
                     row[f"perf/mfu/{stage}"] = tokens * flops_per_token(stage, parameters) / (seconds * peak * 1e12)
+    if parameters:   # what the MFU is made of, so that the analysis can recompute it (analyse --peak-tflops)
+        row["perf/model_parameters"] = parameters
+    if peak and parameters and tokens is not None:
+        row["perf/peak_tflops"] = peak
     if max_memory_gb is not None:
         row["perf/max_memory_allocated_gb"] = max_memory_gb
     for key, value in (memory or {}).items():   # the reserved peak and the capacity (device_memory_gb)

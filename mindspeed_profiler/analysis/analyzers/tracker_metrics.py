@@ -7,10 +7,13 @@ import json
 import math
 from pathlib import Path
 
+from mindspeed_profiler.formats import flops_per_token
+
 from ..rows import Field, RowModel, each_capture, inside
 
 MAX_ROWS = 100_000        # iterations read from one file (a run of that many iterations is rare; said when cut)
 MFU_PREFIX = "perf/mfu/"
+TIMING_PREFIX = "timing_s/"
 
 
 def _number(v) -> float | None:
@@ -48,6 +51,32 @@ def read_tracker_file(path: Path) -> dict:
     if cut:
         warnings.append(f"more than {MAX_ROWS} iterations: the first {MAX_ROWS} are read")
     return {"tracker": {"rows": rows, "n_iterations": n_iter}, "warnings": warnings}
+
+
+def with_peak(rows: list[dict], peak_tflops: float) -> list[dict]:
+    """The rows with every iteration's perf/mfu/<stage> recomputed for another device peak (analyse
+    --peak-tflops): perf/tokens x F x perf/model_parameters / (timing_s/<stage> x peak x 1e12), F = 6
+    for a training stage, else 2 (the tracker's formula), and perf/peak_tflops set to the peak. An
+    iteration without tokens or parameters keeps what it had (no MFU can be made for it)."""
+    by_it: dict[int, dict[str, float]] = {}
+    for r in rows:
+        by_it.setdefault(r["iteration"], {})[r["metric"]] = r["value"]
+    out = [r for r in rows if not (r["metric"].startswith(MFU_PREFIX) or r["metric"] == "perf/peak_tflops")
+           or not _can_recompute(by_it[r["iteration"]])]
+    for it, m in sorted(by_it.items()):
+        if not _can_recompute(m):
+            continue
+        for key, seconds in m.items():
+            stage = key[len(TIMING_PREFIX):] if key.startswith(TIMING_PREFIX) and key != "timing_s/iteration" else None
+            if stage and seconds > 0:
+                flops = m["perf/tokens"] * flops_per_token(stage, int(m["perf/model_parameters"]))
+                out.append({"iteration": it, "metric": MFU_PREFIX + stage, "value": flops / (seconds * peak_tflops * 1e12)})
+        out.append({"iteration": it, "metric": "perf/peak_tflops", "value": float(peak_tflops)})
+    return out
+
+
+def _can_recompute(m: dict[str, float]) -> bool:
+    return m.get("perf/tokens") is not None and bool(m.get("perf/model_parameters"))
 
 
 def means(rows: list[dict]) -> dict[str, float]:
