@@ -221,3 +221,40 @@ def test_findings_through_the_facade_console_and_report(late_job):
     assert text.index("Findings") < text.index("actor rank 2 is the straggler")
     page = render(s)
     assert page.index("<h2>Findings</h2>") < page.index("actor rank 2 is the straggler")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a markdown heading."""
+    import re
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_finding_points_to_a_heading_of_diagnosis_md(late_job):
+    from conftest import REPO_ROOT
+
+    text = (REPO_ROOT / "docs" / "diagnosis.md").read_text()
+    anchors = {_slug(line.lstrip("#")) for line in text.splitlines() if line.startswith("#")}
+    row = {"device": "0", "stream": 7, "idle_us": 600.0, "host_wait_us": 500.0, "kernel_wait_us": 50.0, "other_us": 50.0}
+    flagged = {"run_id": "r1", "source": "timeline", "stage": "actor_update", "metric": "span", "role": "actor",
+               "rank": "actor:1", "value_us": 300.0, "median_us": 150.0, "ratio": 2.0, "n": 5, "flagged": True}
+    found = (advisor.findings(_straggler_summary(late_job, wall_us=5_000.0))
+             + advisor.findings({"captures": [_cap(device={"window_us": 1000.0, "busy_us": 800.0,
+                                                            "communication_exposed_us": 400.0})]})
+             + advisor.host_bound({"captures": [_cap(wall_us=1000.0, idle_causes=[row])]})
+             + advisor.slow_rank({"slow_ranks": [flagged]})
+             + advisor.findings(_timeline(700.0, 200.0)) + advisor.group_idle(_idle_timeline(0.6, 0.1))
+             + advisor.latency_bound(_small_collectives(1000.0))
+             + advisor.memory_near_capacity({"captures": [_tracker_cap(**{"perf/max_memory_reserved_gb": 60.0,
+                                                                          "perf/memory_capacity_gb": 64.0})]})
+             + advisor.low_mfu({"captures": [_tracker_cap(**{"perf/mfu/actor_update": 0.05, "timing_s/actor_update": 2.0,
+                                                             "timing_s/iteration": 4.0})]}))
+    ids = {f["id"] for f in found}
+    assert ids >= {r.__name__ for r in advisor.RULES} - {"slow_link"}   # slow_link's: test_slow_link's fixture
+    for f in found:
+        page, anchor = f["docs"].split("#")
+        assert page == "docs/diagnosis.md" and anchor in anchors, f
+    assert "links" in anchors     # slow_link's anchor
+
+
+def test_a_nan_impact_ranks_last():
+    assert advisor._finding("x", "t", float("nan"), {}, "a", "the-advisor")["impact"] == 0.0

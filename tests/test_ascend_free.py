@@ -21,6 +21,8 @@ import sys
 from decimal import Decimal
 from pathlib import Path
 
+import shutil
+
 import pytest
 
 import ascend_data
@@ -390,3 +392,20 @@ def test_capture_free_incomplete_dbs(tmp_path):
     assert "no such db file" in af.capture_free(tmp_path / "missing.db")["warnings"][0]
     with pytest.raises(OSError):
         fdb.read_busy_intervals(tmp_path / "missing.db")
+
+
+def test_an_infinite_time_in_the_db_is_no_crash(ascend_sets, tmp_path):
+    import sqlite3
+
+    from mindspeed_profiler.analysis.analyzers.ascend_free import capture_free
+
+    src = rank_dbs(ascend_sets("db_l1"))[0]
+    db = tmp_path / src.name
+    shutil.copy(src, db)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE TASK SET endNs = 1e999 WHERE rowid = (SELECT MIN(rowid) FROM TASK)")   # a REAL inf
+    con.execute("UPDATE CANN_API SET startNs = 'junk' WHERE rowid = (SELECT MIN(rowid) FROM CANN_API)")
+    con.commit()
+    con.close()
+    block = capture_free(db)
+    assert block is not None and block["rows"]          # the rest is analysed

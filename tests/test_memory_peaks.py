@@ -521,3 +521,11 @@ def test_row_models_read_the_block():
     assert set(mp.MEMORY_RECORD_PEAKS.names) <= set(block["devices"][0])
     assert set(mp.MEMORY_RECORD_OPS.names) <= set(block["ops"][0])
     assert len(mp.MEMORY_RECORD_OPS.rows(summary)) == len(block["ops"])
+
+
+def test_a_total_past_int64_is_an_unusable_event():
+    ev = {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 5.0,
+          "args": {"Device Type": 1, "Device Id": 0, "Bytes": 16, "Total Allocated": 2**64, "Total Reserved": 0}}
+    rng = {"ph": "X", "cat": "user_annotation", "name": "actor_update", "pid": 1, "tid": 1, "ts": 0.0, "dur": 10.0}
+    got = mp.kineto_memory([ev, rng])
+    assert got["n_bad"] == 1 and got["devices"] == [] and got["ranges"] == []

@@ -85,3 +85,25 @@ def test_peak_tflops_recomputes_the_mfu(tracked, capsys):
     for bad in ("0", "-1", "nan", "inf"):
         assert main([str(tracked), "--peak-tflops", bad, "-q", "--no-html"]) == 2
         assert f"--peak-tflops must be a positive number of TFLOPS, got {float(bad)}" in capsys.readouterr().err
+
+
+def test_peak_tflops_says_which_iterations_it_could_not_recompute(tracked):
+    path = tracked / formats.METRICS_DIR / "actor_rank0.jsonl"
+    rows = rows_of(path)
+    rows[0].pop("perf/model_parameters")        # as a tracker file from before the key was written
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    summary, _ = analyse_directory(tracked, jobs=1, html=False, write=False, progress=False, peak_tflops=8.0)
+    cap, = [c for c in summary["captures"] if c["kind"] == "tracker" and c["rank"] == 0]
+    assert any(w.startswith("--peak-tflops 8.0: 1 iteration(s) without") for w in cap["warnings"])
+    kept = {r["metric"]: r["value"] for r in cap["tracker"]["rows"] if r["iteration"] == 1}
+    assert kept["perf/mfu/actor_update"] == rows[0]["perf/mfu/actor_update"] and "perf/peak_tflops" in kept
+
+
+def test_hostile_lines_are_left_out_not_fatal(tracked):
+    path = tracked / formats.METRICS_DIR / "actor_rank0.jsonl"
+    path.write_text(path.read_text() + "[" * 100_000 + "\n" + '{"iteration": 3, "timing_s/iteration": 1' + "0" * 400
+                    + ', "perf/tokens": NaN}\n')
+    summary, _ = analyse_directory(tracked, jobs=1, html=False, write=False, progress=False)
+    cap, = [c for c in summary["captures"] if c["kind"] == "tracker" and c["rank"] == 0]
+    assert cap["status"] == "ok" and cap["tracker"]["n_iterations"] == 3       # the deep line left out, counted
+    assert not [r for r in cap["tracker"]["rows"] if r["iteration"] == 3]     # 1e400 and NaN are no values

@@ -44,7 +44,9 @@ Finding = dict
 
 
 def _finding(rule: str, title: str, impact: float, evidence: dict, action: str, anchor: str) -> Finding:
-    return {"id": rule, "title": title, "impact": round(max(0.0, min(1.0, float(impact))), 4), "evidence": evidence,
+    impact = float(impact)
+    impact = 0.0 if impact != impact else max(0.0, min(1.0, impact))   # NaN (a 0/0 upstream) ranks last, not first
+    return {"id": rule, "title": title, "impact": round(impact, 4), "evidence": evidence,
             "action": action, "docs": f"{DOCS}#{anchor}"}
 
 
@@ -225,7 +227,7 @@ def group_idle(summary: dict) -> list[Finding]:
     n_all = sum(len(workers[role]) for role in share)
     out = []
     for role, s in sorted(share.items()):
-        if role == busiest or s < GROUP_IDLE_SHARE:
+        if role == busiest or s < GROUP_IDLE_SHARE or s <= share[busiest]:
             continue
         n = len(workers[role])
         out.append(_finding(
@@ -275,7 +277,7 @@ def _memory_finding(who: str, share: float, evidence: dict) -> Finding:
         {**evidence, "used_share": share},
         "close to an out-of-memory error: activation recomputation, a smaller micro batch, offloading the optimizer "
         "or the reference model, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation",
-        "peak-memory")
+        "peak-memory-from-the-memory-records")
 
 
 def latency_bound(summary: dict) -> list[Finding]:

@@ -107,7 +107,11 @@ def analyse_directory(root: str | Path, jobs: int | None = None, export_type: st
     if peak_tflops is not None:
         for c in captures:
             if isinstance(c.get("tracker"), dict) and c["tracker"].get("rows"):
-                c["tracker"]["rows"] = with_peak(c["tracker"]["rows"], peak_tflops)
+                c["tracker"]["rows"], kept = with_peak(c["tracker"]["rows"], peak_tflops)
+                if kept:
+                    c.setdefault("warnings", []).append(
+                        f"--peak-tflops {peak_tflops}: {kept} iteration(s) without perf/tokens or perf/model_parameters "
+                        "(a tracker file from before they were written, or no model size given) keep their MFU")
     runs = runs_of(captures)
     rows = cross_capture_rows(captures, runs)
     counts = {"found": len(captures), "ok": sum(c["status"] == "ok" for c in captures),

@@ -155,7 +155,7 @@ class RunAnalysis:
     def ascend_free(self) -> Rows:
         """Per Ascend capture (db export), the longest free intervals of the device and why: PyTorch
         dispatched nothing, a slow / late CANN launch, or other device tasks (msprof-analyze's
-        free_analysis; docs/diagnosis.md, "Idle time by cause")."""
+        free_analysis; docs/diagnosis.md, "On Ascend: free time by cause")."""
         return self.rows(q.ASCEND_FREE)
 
     def collective_bandwidth(self) -> Rows:

@@ -29,13 +29,8 @@ from mindspeed_profiler.metrics.peaks import peak_tflops
 from mindspeed_profiler.observers import Observer
 from mindspeed_profiler.ranks import resolve_rank
 
-TRAIN_STAGE_WORDS = ("update", "train")   # a stage named with one of these runs forward + backward: 6 N per token
+TRAIN_STAGE_WORDS, is_train_stage = formats.TRAIN_STAGE_WORDS, formats.is_train_stage   # the advisor reads the same
 GIB = 2**30
-
-
-def is_train_stage(name: str) -> bool:
-    lowered = name.lower()
-    return any(word in lowered for word in TRAIN_STAGE_WORDS)
 
 
 flops_per_token = formats.flops_per_token

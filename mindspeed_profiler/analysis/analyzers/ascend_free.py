@@ -130,7 +130,7 @@ def _int_or_none(v) -> int | None:
         return None
     try:
         return int(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):   # OverflowError: a REAL inf
         return None
 
 

@@ -55,8 +55,11 @@ DEVICE_TYPES = {0: "CPU", 1: "CUDA", 2: "MKLDNN", 3: "OPENGL", 4: "OPENCL", 5: "
                 16: "VE", 17: "Lazy", 18: "IPU", 19: "MTIA", 20: "PrivateUse1"}
 
 
+INT64 = 2**63   # values the numpy arrays (and analysis.db) hold: a larger byte count is junk, not memory
+
+
 def _int(v) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+    return v if isinstance(v, int) and not isinstance(v, bool) and -INT64 <= v < INT64 else None
 
 
 def _real(v) -> float | None:

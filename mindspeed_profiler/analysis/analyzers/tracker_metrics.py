@@ -19,7 +19,11 @@ TIMING_PREFIX = "timing_s/"
 def _number(v) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
-    return float(v) if math.isfinite(v) else None
+    try:
+        f = float(v)
+    except OverflowError:   # an int past a double's range
+        return None
+    return f if math.isfinite(f) else None
 
 
 def read_tracker_file(path: Path) -> dict:
@@ -35,7 +39,7 @@ def read_tracker_file(path: Path) -> dict:
                 break
             try:
                 row = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):   # not JSON, or nested past the parser's depth
                 n_bad += 1
                 continue
             it = row.get("iteration") if isinstance(row, dict) else None
@@ -53,11 +57,12 @@ def read_tracker_file(path: Path) -> dict:
     return {"tracker": {"rows": rows, "n_iterations": n_iter}, "warnings": warnings}
 
 
-def with_peak(rows: list[dict], peak_tflops: float) -> list[dict]:
+def with_peak(rows: list[dict], peak_tflops: float) -> tuple[list[dict], int]:
     """The rows with every iteration's perf/mfu/<stage> recomputed for another device peak (analyse
     --peak-tflops): perf/tokens x F x perf/model_parameters / (timing_s/<stage> x peak x 1e12), F = 6
     for a training stage, else 2 (the tracker's formula), and perf/peak_tflops set to the peak. An
-    iteration without tokens or parameters keeps what it had (no MFU can be made for it)."""
+    iteration without tokens or parameters keeps what it had (no MFU can be made for it): their
+    number is returned beside the rows."""
     by_it: dict[int, dict[str, float]] = {}
     for r in rows:
         by_it.setdefault(r["iteration"], {})[r["metric"]] = r["value"]
@@ -72,7 +77,7 @@ def with_peak(rows: list[dict], peak_tflops: float) -> list[dict]:
                 flops = m["perf/tokens"] * flops_per_token(stage, int(m["perf/model_parameters"]))
                 out.append({"iteration": it, "metric": MFU_PREFIX + stage, "value": flops / (seconds * peak_tflops * 1e12)})
         out.append({"iteration": it, "metric": "perf/peak_tflops", "value": float(peak_tflops)})
-    return out
+    return out, sum(1 for m in by_it.values() if not _can_recompute(m))
 
 
 def _can_recompute(m: dict[str, float]) -> bool:

@@ -15,6 +15,8 @@ the tree and tell each level by its keys: "p2p" / "collective", "(0, 1)" rank se
 """
 from __future__ import annotations
 
+import math
+
 import re
 from pathlib import Path
 
@@ -177,7 +179,14 @@ def comm_ops_from_profiler_db(path: Path) -> list[dict]:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not {"COMMUNICATION_OP", "STRING_IDS", "CANN_API"} <= tables:
             return []
-        return [{"group": str(g), "op": str(o), "start_ns": int(s), "elapse_us": float(e)}
-                for g, o, s, e in con.execute(SLOW_RANK_QUERY) if o is not None and s is not None and e is not None]
+        out = []
+        for g, o, s, e in con.execute(SLOW_RANK_QUERY):
+            try:
+                start, elapse = int(s), float(e)
+            except (TypeError, ValueError, OverflowError):   # NULL, text or inf: a row the vote cannot use
+                continue
+            if o is not None and math.isfinite(elapse):
+                out.append({"group": str(g), "op": str(o), "start_ns": start, "elapse_us": elapse})
+        return out
     finally:
         con.close()

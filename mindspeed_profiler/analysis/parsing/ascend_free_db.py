@@ -78,7 +78,7 @@ def _ns(v) -> int | None:
         return None
     try:
         return int(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):   # OverflowError: a REAL inf
         return None
 
 
