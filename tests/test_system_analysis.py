@@ -148,6 +148,25 @@ def true_us(ms):
     return (TRUE_T0 + ms * MS + OFFSET - ORIGIN) / 1000
 
 
+def test_the_launcher_frames_are_left_out(tmp_path):
+    """A wrapped worker's stacks start with runpy and our regroup wrapper (system/regroup.py): on
+    every stack, they would fill the top of top_total and push the worker's functions out."""
+    launch = ("_run_module_as_main", "_run_code", "regroup_main", "run_path")
+    files = {"_run_module_as_main": "<frozen runpy>", "_run_code": "/usr/lib/python3.11/runpy.py",
+             "regroup_main": "/site/mindspeed_profiler/system/regroup.py", "run_path": "<frozen runpy>"}
+    evs = pyspy_events([(t, launch + stack if stack else ()) for t, stack in SAMPLES])
+    for e in evs:
+        if e["name"] in files:
+            e["args"]["filename"] = files[e["name"]]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(evs))
+    spy = read_pyspy(p)
+    ft = frame_times(spy, spy.segments)
+    total = {r["function"]: r["ms"] for r in ft["top_total"]}
+    assert not set(launch) & set(total) and total["main"] == pytest.approx(700)
+    assert total["update"] == pytest.approx(180) and ft["sampled_ms"] == pytest.approx(700)
+
+
 def test_frames_land_under_the_worker_on_the_driver_clock(tmp_path):
     d = write_system_dir(tmp_path)
     trace = timeline()

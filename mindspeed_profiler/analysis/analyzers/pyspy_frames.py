@@ -1,7 +1,8 @@
 """Where a worker's Python time goes, from py-spy's sampled stacks (parsing/pyspy.py): pure.
 
 `self` time of a function: the time it was the innermost frame; `total` time: the time it was
-anywhere on the stack (counted once per stack, so recursion does not inflate it). Time is sampled
+anywhere on the stack (counted once per stack, so recursion does not inflate it). The launcher's
+frames (runpy, our regroup wrapper: on every stack of a wrapped worker) are left out. Time is sampled
 time (py-spy merges consecutive samples of one stack), at py-spy's rate: samples ~= time x rate.
 """
 from __future__ import annotations
@@ -12,6 +13,14 @@ from typing import Iterable, Sequence
 from ..parsing.pyspy import PySpyTrace
 
 Segment = tuple[float, float, int, int]  # (start_us, end_us, stack, thread)
+# the frames that start a worker's script and sit on every stack, telling nothing of where its time
+# goes: Python's runpy and our process-group wrapper (system/regroup.py, how a wrapped worker runs)
+LAUNCHER_FILES = ("runpy.py", "<frozen runpy>", "mindspeed_profiler/system/regroup.py", "system/regroup.py")
+
+
+def is_launcher(file: str) -> bool:
+    f = file.replace("\\", "/")
+    return any(f == x or f.endswith("/" + x) for x in LAUNCHER_FILES)
 
 
 def short_file(path: str) -> str:
@@ -56,6 +65,8 @@ def frame_times(trace: PySpyTrace, segments: Sequence[Segment], top_n: int = 20)
     incl: dict[tuple[str, str], float] = {}
     for sid, (_parent, frame, first) in enumerate(trace.stacks):
         key = trace.frames[frame][:2]
+        if is_launcher(str(key[1])):
+            continue
         if own[sid]:
             self_t[key] = self_t.get(key, 0.0) + own[sid]
         # total time: the time under the outermost occurrence of a frame (recursion counted once)
