@@ -52,6 +52,19 @@ def test_no_straggler_when_the_waits_are_small(late_job):
     assert "straggler" not in _ids(_straggler_summary(late_job, wall_us=1_000_000.0))   # 0.06%: noise
 
 
+@pytest.mark.parametrize("wall_us, hosts, device, found", [
+    (5_000.0, ("vm", "vm", "vm"), "cpu", False),     # 12%: CPU ranks sharing a host's cores, under its 25% floor
+    (5_000.0, ("a", "b", "c"), "cpu", True),         # the same waits across hosts: a straggler
+    (5_000.0, ("vm", "vm", "vm"), "cuda:0", True),   # device ranks on one host do not share their compute
+    (2_000.0, ("vm", "vm", "vm"), "cpu", True),      # 30%: above the shared-host floor
+])
+def test_straggler_floor_of_cpu_ranks_sharing_a_host(late_job, wall_us, hosts, device, found):
+    s = _straggler_summary(late_job, wall_us=wall_us)
+    for c, host in zip(s["captures"], hosts):
+        c["meta"] = {"host": host, "device": device}
+    assert ("straggler" in _ids(s)) is found
+
+
 # ------------------------------------------------------------------------------ device-side rules
 
 def test_comm_bound():

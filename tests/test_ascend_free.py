@@ -27,6 +27,7 @@ import pytest
 
 import ascend_data
 from mindspeed_profiler.analysis.analyzers import ascend_free as af
+from mindspeed_profiler.analysis.inputs.ascend_capture import capture_free
 from mindspeed_profiler.analysis.parsing import ascend_free_db as fdb
 from reference_tools import need
 
@@ -105,7 +106,7 @@ def test_rows_equal_msprof_analyze(name, variant, msprof_free):
         pytest.skip(f"{name} not available")
     top = 1000 if variant == "every gap" else af.DEFAULT_TOP_N
     for rank, db in sorted(rank_dbs(copies[name]).items()):
-        block = af.capture_free(db, top)
+        block = capture_free(db, top)
         assert block is not None and block["warnings"] == []
         ours = [as_reference(rank, r) for r in block["rows"]]
         theirs = [r for r in ref[name][variant] if r[0] == rank]
@@ -129,7 +130,7 @@ def test_exact_ns_within_float_rounding(name, ascend_sets):
     """Without the recipe's float64 detour (msprof_float=False) the intervals are the same, the idle
     times within 2 x 256 ns of the recipe's, and no cause changes on these sets."""
     for db in rank_dbs(ascend_sets(name)).values():
-        a, b = af.capture_free(db, 1000), af.capture_free(db, 1000, msprof_float=False)
+        a, b = capture_free(db, 1000), capture_free(db, 1000, msprof_float=False)
         assert [(r["start_time"], r["end_time"], r["cause"]) for r in a["rows"]] == \
                [(r["start_time"], r["end_time"], r["cause"]) for r in b["rows"]]
         for x, y in zip(a["rows"], b["rows"]):
@@ -355,7 +356,7 @@ def make_db(path: Path, tables: tuple[str, ...] = ("TASK", "COMPUTE_TASK_INFO", 
 
 
 def test_capture_free_on_a_small_db(tmp_path):
-    b = af.capture_free(make_db(tmp_path / "ascend_pytorch_profiler_0.db"), 5)
+    b = capture_free(make_db(tmp_path / "ascend_pytorch_profiler_0.db"), 5)
     assert b["warnings"] == [] and b["n_busy"] == 2 and b["n_free"] == 1 and b["free_us"] == 0.2
     assert b["window_us"] == 0.5 and b["source"].startswith("ascend_pytorch_profiler_0.db: TASK")
     (r,) = b["rows"]
@@ -373,31 +374,29 @@ def test_capture_free_incomplete_dbs(tmp_path):
     # no collective table: the compute tasks alone, and a warning (msprof-analyze writes nothing)
     d = tmp_path / "a"
     d.mkdir()
-    b = af.capture_free(make_db(d / "x.db", ("TASK", "COMPUTE_TASK_INFO", "CANN_API", "PYTORCH_API",
+    b = capture_free(make_db(d / "x.db", ("TASK", "COMPUTE_TASK_INFO", "CANN_API", "PYTORCH_API",
                                             "CONNECTION_IDS", "STRING_IDS")))
     assert len(b["rows"]) == 1 and "no COMMUNICATION_OP table" in b["warnings"][0]
     # a link table missing: no rows, a warning
-    b = af.capture_free(make_db(tmp_path / "y.db", ("TASK", "COMPUTE_TASK_INFO", "COMMUNICATION_OP")))
+    b = capture_free(make_db(tmp_path / "y.db", ("TASK", "COMPUTE_TASK_INFO", "COMMUNICATION_OP")))
     assert b["rows"] == [] and "no CANN_API, STRING_IDS, CONNECTION_IDS, PYTORCH_API table" in b["warnings"][0]
     with pytest.raises(ValueError, match="no CANN_API"):
         fdb.read_task_links(tmp_path / "y.db")
     # no device tasks at all: nothing to say
-    assert af.capture_free(make_db(tmp_path / "z.db", ("PYTORCH_API",))) is None
+    assert capture_free(make_db(tmp_path / "z.db", ("PYTORCH_API",))) is None
     with pytest.raises(ValueError, match="no TASK, COMPUTE_TASK_INFO"):
         fdb.read_busy_intervals(tmp_path / "z.db")
     # not a db / no file: a warning, never an exception from the entry point; OSError from the reader
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"not sqlite" * 100)
-    assert "not a readable sqlite db" in af.capture_free(junk)["warnings"][0]
-    assert "no such db file" in af.capture_free(tmp_path / "missing.db")["warnings"][0]
+    assert "not a readable sqlite db" in capture_free(junk)["warnings"][0]
+    assert "no such db file" in capture_free(tmp_path / "missing.db")["warnings"][0]
     with pytest.raises(OSError):
         fdb.read_busy_intervals(tmp_path / "missing.db")
 
 
 def test_an_infinite_time_in_the_db_is_no_crash(ascend_sets, tmp_path):
     import sqlite3
-
-    from mindspeed_profiler.analysis.analyzers.ascend_free import capture_free
 
     src = rank_dbs(ascend_sets("db_l1"))[0]
     db = tmp_path / src.name

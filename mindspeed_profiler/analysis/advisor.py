@@ -26,7 +26,9 @@ from . import questions as q
 from .analyzers.tracker_metrics import MFU_PREFIX, maxima, means
 
 STRAGGLER_MIN_SHARE = 0.10        # a rank's waits for the straggler, net of the straggler's for it: 10% of its wall
-                                  # (a GRPO run without a straggler on a loaded 2-core box: 8%, by noise)
+STRAGGLER_SHARED_HOST_SHARE = 0.25  # the same, when both are CPU ranks on one host: they time-share its cores, and
+                                  # the OS alone makes one late (the balanced GRPO example on the 2-core dev box:
+                                  # 1.7-13% over 6 runs, same ops and shapes, its matmuls ~30% slower)
 COMM_BOUND_SHARE = 0.30           # exposed communication / busy device time
 HOST_BOUND_SHARE = 0.30           # host wait / the capture's wall time
 GENERATION_BOUND_SHARE = 0.50     # generation stages' share of the iteration
@@ -57,14 +59,15 @@ def _who(role, rank) -> str:
 def straggler(summary: dict) -> list[Finding]:
     """A rank the others wait for at the collectives (stragglers table, clocks aligned on the ends),
     net of its own waits for them: two ranks that are late in turn are no straggler."""
-    walls = {(c.get("run_id"), c.get("role"), c.get("stage"), c.get("rank")): c.get("wall_us") or 0.0
-             for c in summary.get("captures") or []}
+    caps = {(c.get("run_id"), c.get("role"), c.get("stage"), c.get("rank")): c for c in summary.get("captures") or []}
     out = []
     for r in q.STRAGGLERS.rows(summary):
         victim, net = r.get("worst_victim_rank"), r.get("worst_victim_net_us") or 0.0
-        wall = walls.get((r.get("run_id"), r.get("role"), r.get("stage"), victim)) or 0.0
+        job = (r.get("run_id"), r.get("role"), r.get("stage"))
+        wall = (caps.get((*job, victim)) or {}).get("wall_us") or 0.0
         share = net / wall if wall > 0 else 0.0
-        if victim is None or share < STRAGGLER_MIN_SHARE:
+        shared = _cpu_ranks_on_one_host(caps.get((*job, r.get("rank"))), caps.get((*job, victim)))
+        if victim is None or share < (STRAGGLER_SHARED_HOST_SHARE if shared else STRAGGLER_MIN_SHARE):
             continue
         where = f" of {r['stage']}" if r.get("stage") else ""
         cause, action = _straggler_cause(r)
@@ -78,6 +81,13 @@ def straggler(summary: dict) -> list[Finding]:
              "late_launch_us": r.get("late_launch_us"), "source": r.get("source")},
             action, "stragglers"))
     return out
+
+
+def _cpu_ranks_on_one_host(a: dict | None, b: dict | None) -> bool:
+    """Both captures are CPU ranks (our profiler's meta: device "cpu") of the same host: they share its cores."""
+    metas = [(c or {}).get("meta") or {} for c in (a, b)]
+    hosts = {m.get("host") for m in metas}
+    return all(m.get("device") == "cpu" for m in metas) and len(hosts) == 1 and None not in hosts
 
 
 def _straggler_cause(r: dict) -> tuple[str, str]:

@@ -25,13 +25,12 @@ rank). See docs/diagnosis.md, "On Ascend: free time by cause".
 
 Numbers are ns in, us out as the recipe rounds them (round(ns * 0.001, 3), prof_common/utils.py:99);
 start / end also as the recipe's exact text (Decimal(ns) / 1000, utils.py:104). The pure functions
-take rows; parsing/ascend_free_db.py reads them; `capture_free` is the entry point for a db file.
+take rows; parsing/ascend_free_db.py reads them; inputs/ascend_capture.py's `capture_free` is the entry point for a db file.
 """
 from __future__ import annotations
 
 import bisect
 from decimal import Decimal
-from pathlib import Path
 from typing import Iterable, Sequence
 
 from ..rows import Field, RowModel, each_capture, inside
@@ -276,41 +275,6 @@ def free_rows(busy_intervals: Iterable[tuple[int, int]], link_rows: Iterable[dic
         return [], totals
     index = LinkIndex(links)
     return [free_row(s, e, index) for s, e in top_free(gaps, top_n)], totals
-
-
-def capture_free(db_path: Path, top_n: int = DEFAULT_TOP_N, msprof_float: bool = True) -> dict | None:
-    """The block stored as captures[*].ascend_free for a torch_npu db (ascend_pytorch_profiler_*.db):
-    {"rows": [ASCEND_FREE rows, longest first], "top_n", "n_busy", "n_free" (all gaps), "free_us"
-    (their sum), "window_us" (first busy start to last busy end), "source", "warnings"}.
-    None where the db holds no device tasks (no TASK / COMPUTE_TASK_INFO table); an unreadable db or
-    a missing link table is a warning in the block (no rows, as the recipe writes none), never an
-    exception. msprof_float: see normalise_links (True: the recipe's numbers to the digit)."""
-    from ..parsing import ascend_free_db as fdb   # the I/O lives in parsing/
-
-    path = Path(db_path)
-    block = {"rows": [], "top_n": top_n, "n_busy": 0, "n_free": 0, "free_us": None, "window_us": None,
-             "source": f"{path.name}: {fdb.SOURCE}", "warnings": []}
-    try:
-        tables = fdb.db_tables(path)
-    except OSError as e:
-        block["warnings"].append(str(e))
-        return block
-    if not {"TASK", "COMPUTE_TASK_INFO"} <= tables:
-        return None
-    try:
-        busy, warnings = fdb.read_busy_intervals(path)
-        block["warnings"] += warnings
-        links = fdb.read_task_links(path)
-    except (OSError, ValueError) as e:
-        block["warnings"].append(str(e))
-        return block
-    block["rows"], totals = free_rows(busy, links, top_n, msprof_float)
-    block.update(totals)
-    n_zeroed = sum(1 for r in block["rows"] if r["zeroed_links"])
-    if n_zeroed:
-        block["warnings"].append(f"{n_zeroed} free interval(s) were classified with NULL CANN / PyTorch times read "
-                                 "as 0, as msprof-analyze does: their idle times and reasons are not meaningful")
-    return block
 
 
 ASCEND_FREE = RowModel(

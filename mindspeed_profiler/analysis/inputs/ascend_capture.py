@@ -26,8 +26,8 @@ import numpy as np
 
 from mindspeed_profiler import formats
 
+from ..analyzers import ascend_free as af
 from ..analyzers import step_breakdown as sb
-from ..analyzers.ascend_free import capture_free
 from ..analyzers.classify import classified
 from ..analyzers.collectives import collective_summary, link_summary
 from ..analyzers.communication import communication_summary, device_communication, is_comm_kind
@@ -42,6 +42,7 @@ from ..parsing.ascend_comm import (collective_rows, collective_rows_from_db, com
 from ..parsing.ascend_db import read_analysis_db, read_profiler_db
 from ..parsing.ascend_files import (STEP_TRACE_DB_COLUMNS, read_kernel_details, read_memory_record,
                                     read_step_trace_time, step_label, step_trace_rows)
+from ..parsing import ascend_free_db as fdb
 from ..parsing.ascend_identity import read_identity
 from ..parsing.kineto_trace import event_columns, read_kineto_trace
 
@@ -391,3 +392,36 @@ def _missing(files: AscendFiles, events_src, kd, rows: list[dict], out: dict) ->
     if out.get("rank") is None and not out.get("ascend", {}).get("identity_files"):
         miss.append("the rank (no profiler_info_<N>.json, profiler_metadata.json or RANK_DEVICE_MAP)")
     return miss
+
+
+def capture_free(db_path: Path, top_n: int = af.DEFAULT_TOP_N, msprof_float: bool = True) -> dict | None:
+    """The block stored as captures[*].ascend_free for a torch_npu db (ascend_pytorch_profiler_*.db):
+    {"rows": [ASCEND_FREE rows, longest first], "top_n", "n_busy", "n_free" (all gaps), "free_us"
+    (their sum), "window_us" (first busy start to last busy end), "source", "warnings"}.
+    None where the db holds no device tasks (no TASK / COMPUTE_TASK_INFO table); an unreadable db or
+    a missing link table is a warning in the block (no rows, as the recipe writes none), never an
+    exception. msprof_float: see normalise_links (True: the recipe's numbers to the digit)."""
+    path = Path(db_path)
+    block = {"rows": [], "top_n": top_n, "n_busy": 0, "n_free": 0, "free_us": None, "window_us": None,
+             "source": f"{path.name}: {fdb.SOURCE}", "warnings": []}
+    try:
+        tables = fdb.db_tables(path)
+    except OSError as e:
+        block["warnings"].append(str(e))
+        return block
+    if not {"TASK", "COMPUTE_TASK_INFO"} <= tables:
+        return None
+    try:
+        busy, warnings = fdb.read_busy_intervals(path)
+        block["warnings"] += warnings
+        links = fdb.read_task_links(path)
+    except (OSError, ValueError) as e:
+        block["warnings"].append(str(e))
+        return block
+    block["rows"], totals = af.free_rows(busy, links, top_n, msprof_float)
+    block.update(totals)
+    n_zeroed = sum(1 for r in block["rows"] if r["zeroed_links"])
+    if n_zeroed:
+        block["warnings"].append(f"{n_zeroed} free interval(s) were classified with NULL CANN / PyTorch times read "
+                                 "as 0, as msprof-analyze does: their idle times and reasons are not meaningful")
+    return block
