@@ -59,6 +59,24 @@ def check_even_shards(items: int, what: str, ranks: int, section: str) -> None:
                          f"(each actor rank takes an equal shard of the batch)")
 
 
+RAY_START_ATTEMPTS = 3
+
+
+def _init_ray(ray: Any, kwargs: dict[str, Any], local: bool) -> None:
+    """ray.init, again when a local node of our own timed out at startup: Ray waits a fixed 30 s for
+    its raylet to register, which a busy laptop (other jobs on its 2 cores) can miss."""
+    for attempt in range(1, RAY_START_ATTEMPTS + 1):
+        try:
+            ray.init(**kwargs)
+            return
+        except Exception as err:
+            if not local or "timed out during startup" not in str(err) or attempt == RAY_START_ATTEMPTS:
+                raise
+            print(f"Ray's local node timed out at startup (attempt {attempt} of {RAY_START_ATTEMPTS}, a busy "
+                  "machine?): starting it again", flush=True)
+            ray.shutdown()
+
+
 class RayCluster:
     """A Ray connection for one training run: local by default, RAY_ADDRESS for a real cluster.
 
@@ -95,7 +113,7 @@ class RayCluster:
             kwargs["address"] = "local"
             kwargs["num_cpus"] = self.num_cpus or max(2, os.cpu_count() or 2)
             kwargs["runtime_env"] = {"env_vars": dict(env_vars, PYTHONPATH=_pythonpath())}
-        ray.init(**kwargs)
+        _init_ray(ray, kwargs, local=not address)
         return self
 
     def __exit__(self, *exc: Any) -> None:
