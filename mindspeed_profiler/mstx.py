@@ -8,21 +8,22 @@ backends/marker_kinds/):
   - plus a timeline span (cat "mstx") when the tracer is on, and optional per-name timing metrics.
 Device markers are emitted only when `STATE.mstx_enabled` (set by the IntegratedProfiler when
 `integrated.mstx` is on for this rank, or by `enable_markers()` for use under nsys / msprof);
-with everything off a marked call costs a few attribute checks. Markers never raise into user
-code; the range is closed however the marked code ends, and its exception propagates unchanged.
+with everything off a marked call costs two flag reads (tracing/_wrap.py). Markers never raise into
+user code; the range is closed however the marked code ends, and its exception propagates unchanged.
 """
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Callable, Iterable, Optional, Union
 
 from mindspeed_profiler._state import STATE
 from mindspeed_profiler.backends import marker_kinds as _kinds
 from mindspeed_profiler.backends.marker_kinds import DEFAULT_DOMAIN
-from mindspeed_profiler.tracing._metrics import METRICS
+from mindspeed_profiler.tracing._metrics import METRICS, SWITCH
 from mindspeed_profiler._warn import warn_once
 from mindspeed_profiler.tracing._wrap import wrap_callable
-from mindspeed_profiler.tracing.api import Span, trace_instant
+from mindspeed_profiler.tracing.api import new_span, trace_instant
 
 DEVICES = ("npu", "cuda", "cpu")
 _perf_counter = time.perf_counter
@@ -144,8 +145,7 @@ class _Range:
                 self.started.append((backend, token))
         rec = STATE.tracer
         if rec is not None:
-            args = None if self.domain == DEFAULT_DOMAIN else {"domain": self.domain}
-            self.span = Span(rec, self.name, "mstx", args).__enter__()
+            self.span = new_span(rec, self.name, "mstx", _span_args(self.domain)).__enter__()
         if METRICS.on:
             self.t0 = _perf_counter()
         return self
@@ -164,11 +164,31 @@ class _Range:
         return False  # never swallow the marked code's exception
 
 
+def _span_args(domain: str) -> Optional[dict]:
+    return None if domain == DEFAULT_DOMAIN else {"domain": domain}
+
+
+def _marker(name: str, domain: str, stream: Any, span_args: Optional[dict]) -> Any:
+    """What marks one decorated call: a _Range, or just a tracer Span when the tracer is the only
+    output on (what _Range would do then, minus its own layer), or None when the domain is
+    filtered out. `span_args`: _span_args(domain), made once per decorated function (spans only
+    read it)."""
+    if STATE.mstx_enabled or METRICS.on:
+        return _Range(name, domain, stream)
+    rec = STATE.tracer
+    if rec is None:
+        return None
+    include, exclude = STATE.mstx_domain_include, STATE.mstx_domain_exclude
+    if (include or exclude) and not domain_selected(domain, include, exclude):
+        return None
+    return new_span(rec, name, "mstx", span_args)
+
+
 def mstx_range(name: str, domain: str = DEFAULT_DOMAIN, stream: Any = None) -> Any:
     """Context manager marking a block (a shared no-op object when markers are off)."""
-    if not (STATE.mstx_enabled or STATE.tracer is not None or METRICS.on):
+    if not (STATE.mstx_enabled or SWITCH.on):
         return _OFF
-    return _Range(name, domain, stream)
+    return _Range(name, domain, stream)  # reusable, unlike a Span: `with r:` may run twice
 
 
 class _Off:
@@ -200,7 +220,7 @@ def mstx_timer_decorator(
         inner = f.__func__ if isinstance(f, (staticmethod, classmethod)) else f
         label = name or getattr(inner, "__qualname__", None) or getattr(inner, "__name__", repr(inner))
 
-        return wrap_callable(f, lambda: _Range(label, domain, stream))
+        return wrap_callable(f, functools.partial(_marker, label, domain, stream, _span_args(domain)))
 
     # func: the decorated function, or a staticmethod / classmethod object (not callable), or None
     return decorate(func) if func is not None else decorate

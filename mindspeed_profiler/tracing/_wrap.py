@@ -1,10 +1,13 @@
 """Wrap sync and async callables in a context manager chosen per call (shared by trace_func and
 mstx_timer_decorator).
 
-When markers, tracer and marker metrics are all off, the wrapper does three attribute checks and
-calls through (the "off means off" budget: about 1.3x a plain pass-through wrapper, see
-docs/perf_tracing.md). Otherwise `make_cm()` gives the range (or None), which is closed however the
-call ends (return, exception, cancellation); the exception propagates unchanged.
+Off path: with device markers (`STATE.mstx_enabled`), the tracer and marker metrics all off, the
+wrapper reads two flags and calls through, without re-packing an empty **kwargs (so it costs about
+what a plain `functools.wraps` pass-through wrapper costs, docs/perf_tracing.md). Otherwise
+`make_cm()` gives the range (or None), which is closed however the call ends (return, exception,
+cancellation); the exception propagates unchanged. The ranges given never swallow an exception
+(their __exit__ returns False), which lets the sync wrapper call __enter__ / __exit__ itself:
+cheaper than a `with` statement.
 
 Generator and async generator functions are wrapped as such: the range covers the whole
 iteration (from the first `next` to exhaustion or close), not just the creation of the generator
@@ -19,14 +22,14 @@ import inspect
 from typing import Any, Callable, ContextManager, Optional
 
 from mindspeed_profiler._state import STATE
-from mindspeed_profiler.tracing._metrics import METRICS
+from mindspeed_profiler.tracing._metrics import SWITCH
 
 MakeCM = Callable[[], Optional[ContextManager[Any]]]
 _NULL = contextlib.nullcontext()
 
 
 def wrap_callable(func: Callable, make_cm: MakeCM) -> Callable:
-    state, metrics = STATE, METRICS  # closure cells: faster than module globals on the hot path
+    state, switch = STATE, SWITCH  # closure cells: faster than module globals on the hot path
 
     if isinstance(func, (staticmethod, classmethod)):
         return type(func)(wrap_callable(func.__func__, make_cm))
@@ -35,7 +38,7 @@ def wrap_callable(func: Callable, make_cm: MakeCM) -> Callable:
 
         @functools.wraps(func)
         def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
-            if state.mstx_enabled or state.tracer is not None or metrics.on:
+            if state.mstx_enabled or switch.on:
                 cm = make_cm()
                 if cm is not None:
                     with cm:
@@ -48,7 +51,7 @@ def wrap_callable(func: Callable, make_cm: MakeCM) -> Callable:
 
         @functools.wraps(func)
         async def agen_wrapper(*args: Any, **kwargs: Any) -> Any:
-            cm = make_cm() if (state.mstx_enabled or state.tracer is not None or metrics.on) else None
+            cm = make_cm() if (state.mstx_enabled or switch.on) else None
             with cm if cm is not None else _NULL:
                 agen = func(*args, **kwargs)
                 try:
@@ -78,7 +81,7 @@ def wrap_callable(func: Callable, make_cm: MakeCM) -> Callable:
 
         @functools.wraps(func)
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            if state.mstx_enabled or state.tracer is not None or metrics.on:
+            if state.mstx_enabled or switch.on:
                 cm = make_cm()
                 if cm is not None:
                     with cm:
@@ -89,11 +92,19 @@ def wrap_callable(func: Callable, make_cm: MakeCM) -> Callable:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if state.mstx_enabled or state.tracer is not None or metrics.on:
+        if state.mstx_enabled or switch.on:
             cm = make_cm()
             if cm is not None:
-                with cm:
-                    return func(*args, **kwargs)
-        return func(*args, **kwargs)
+                cm.__enter__()
+                try:
+                    result = func(*args, **kwargs)
+                except BaseException as exc:
+                    cm.__exit__(type(exc), exc, exc.__traceback__)
+                    raise
+                cm.__exit__(None, None, None)
+                return result
+        if kwargs:
+            return func(*args, **kwargs)
+        return func(*args)  # an empty **kwargs costs a dict unpacking per call
 
     return wrapper

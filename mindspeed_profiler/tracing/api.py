@@ -19,12 +19,12 @@ from mindspeed_profiler._state import STATE
 from mindspeed_profiler import formats
 from mindspeed_profiler.manifest import resolve_run_id
 from mindspeed_profiler._warn import warn_once
+from mindspeed_profiler.tracing._metrics import refresh_switch
 from mindspeed_profiler.tracing._wrap import wrap_callable
 from mindspeed_profiler.tracing.recorder import Recorder
 from mindspeed_profiler.tracing.sinks import CollectorSink, FileSink
 
 _monotonic_ns = time.monotonic_ns
-_get_ident = threading.get_ident
 _get_running_loop = asyncio._get_running_loop
 _NULL = contextlib.nullcontext()  # stateless and reentrant: one shared instance
 _atexit_registered = False
@@ -32,24 +32,35 @@ _init_lock = threading.Lock()
 
 
 class Span:
-    """A span being recorded (returned by `trace_span` and `trace_begin`)."""
+    """A span being recorded (returned by `trace_span` and `trace_begin`).
 
-    __slots__ = ("rec", "name", "cat", "args", "start", "lane", "stage", "iteration", "done")
+    The recording thread pays for __enter__ and __exit__ only: they read the thread, the asyncio
+    task, the stage / iteration and the clock, and append one flat tuple of those (recorder.py:
+    the event layout); lanes, names, args and JSON are the flusher thread's work. One flat tuple
+    of atomic values per span, and nothing else kept: the garbage collector untracks such a tuple
+    at its first collection, where buffered span objects (or nested tuples) would be carried into
+    older generations and make collections more frequent and longer. A closed span (`rec` None)
+    records nothing more.
+    """
+
+    __slots__ = ("rec", "name", "cat", "args", "start", "ident", "task", "stage", "iteration")
 
     def __init__(self, rec: Recorder, name: str, cat: str, args: Optional[dict]):
         self.rec = rec
         self.name = name
         self.cat = cat
         self.args = args
-        self.done = False
 
     def __enter__(self) -> "Span":
         rec = self.rec
+        if rec is None:
+            return self
         # rec.lane() inlined: this and __exit__ are the tracer's whole hot path
-        ident = _get_ident()
-        if ident not in rec._threads:
-            rec.register_thread(ident)
-        self.lane = (ident, 0) if _get_running_loop() is None else (ident, rec.task_key())
+        try:
+            self.ident = rec._this_thread.ident
+        except AttributeError:  # the thread's first span
+            self.ident = rec.register_thread()
+        self.task = 0 if _get_running_loop() is None else rec.task_key()
         self.stage = STATE.stage
         self.iteration = STATE.iteration
         self.start = _monotonic_ns()
@@ -57,22 +68,51 @@ class Span:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         end = _monotonic_ns()
-        if self.done:
+        rec = self.rec
+        if rec is None:
             return False
-        self.done = True
+        self.rec = None
         args = self.args
         if exc_type is not None:
             args = dict(args or {})
             args["error"] = exc_type.__name__
-        rec = self.rec
-        buf = rec._buf  # rec.add() inlined
-        if len(buf) >= rec.buffer_max:
-            rec.dropped += 1
-            return False
-        buf.append(("X", self.name, self.cat, self.start, end - self.start, self.lane[0], self.lane[1], args, self.stage, self.iteration))
-        if len(buf) >= rec.flush_every and not rec._kicked:
-            rec.kick()
+        start = self.start
+        event = ("X", self.name, self.cat, start, end - start, self.ident, self.task, args, self.stage, self.iteration)
+        buf = rec._buf
+        if len(buf) < rec.room:  # rec.add() inlined for the common case (no drop, no early flush)
+            buf.append(event)
+        else:
+            rec.add(event)
         return False
+
+    @property
+    def done(self) -> bool:
+        """True once closed; setting it drops a span not yet closed (the profiler does, for an
+        iteration span that saw no stage)."""
+        return self.rec is None
+
+    @done.setter
+    def done(self, value: bool) -> None:
+        if value:
+            self.rec = None
+
+    @property
+    def lane(self) -> tuple[int, int]:
+        """(thread ident, asyncio task id or 0), as the recorder keys lanes (once entered)."""
+        return self.ident, self.task
+
+
+_new = object.__new__
+
+
+def new_span(rec: Recorder, name: str, cat: str, args: Optional[dict]) -> Span:
+    """Span(rec, name, cat, args) without the cost of a Python __init__ call (the hot path)."""
+    span = _new(Span)
+    span.rec = rec
+    span.name = name
+    span.cat = cat
+    span.args = args
+    return span
 
 
 def trace_span(name: str, cat: str = "user", args: Optional[dict] = None) -> Any:
@@ -80,7 +120,12 @@ def trace_span(name: str, cat: str = "user", args: Optional[dict] = None) -> Any
     rec = STATE.tracer
     if rec is None:
         return _NULL
-    return Span(rec, name, cat, args)
+    span = _new(Span)  # new_span() inlined: one call less per span
+    span.rec = rec
+    span.name = name
+    span.cat = cat
+    span.args = args
+    return span
 
 
 # Spans opened with trace_begin and not yet ended, per lane (for trace_end by name).
@@ -92,7 +137,7 @@ def trace_begin(name: str, cat: str = "user", args: Optional[dict] = None) -> Op
     rec = STATE.tracer
     if rec is None:
         return None
-    span = Span(rec, name, cat, args).__enter__()
+    span = new_span(rec, name, cat, args).__enter__()
     _open.setdefault(span.lane, []).append(span)
     return span
 
@@ -149,7 +194,11 @@ def trace_func(name: Optional[Union[str, Callable]] = None, cat: str = "user") -
     def decorate(func: Callable) -> Callable:
         inner = func.__func__ if isinstance(func, (staticmethod, classmethod)) else func
         span_name = name if isinstance(name, str) else getattr(inner, "__qualname__", repr(inner))
-        return wrap_callable(func, lambda: None if STATE.tracer is None else Span(STATE.tracer, span_name, cat, None))
+        def make_span() -> Optional[Span]:
+            rec = STATE.tracer
+            return None if rec is None else new_span(rec, span_name, cat, None)
+
+        return wrap_callable(func, make_span)
 
     if name is not None and not isinstance(name, str):  # bare @trace_func (also over staticmethod / classmethod)
         return decorate(name)
@@ -190,6 +239,7 @@ def init_tracer(cfg: Any = None, role: str = "driver", rank: int = 0) -> Optiona
             warn_once(f"tracer-init-{timeline_dir}", f"mindspeed-profiler tracer: cannot start ({exc!r}); tracing is off in this process, training continues")
             return None
         STATE.tracer = rec
+        refresh_switch()
         _register_exit_hooks()
         from mindspeed_profiler.signals import install_sigterm_handler
 
@@ -241,6 +291,7 @@ def shutdown_tracer() -> None:
 def _shutdown_locked() -> None:
     rec = STATE.tracer
     STATE.tracer = None
+    refresh_switch()
     _open.clear()
     if rec is not None:
         try:
@@ -277,6 +328,7 @@ def _after_fork_in_child() -> None:
     # A forked child inherits the recorder but not its flusher thread: stop tracing there rather
     # than writing into the parent's segment.
     STATE.tracer = None
+    refresh_switch()
     _open.clear()
 
 

@@ -1,6 +1,7 @@
 """The per-process span recorder: append to memory on the hot path, encode and write in a thread.
 
-Hot path (`add`): one deque append plus a length check; no I/O, no locks, no RPC. A flusher thread
+Hot path (`add`, and its inlined copy in api.Span.__exit__): one length check against `room` and one
+deque append of one tuple; no I/O, no locks, no RPC. A flusher thread
 wakes every `flush_interval_s` (or early, once `flush_every` events are waiting), drains the
 deque, encodes the batch and hands it to the sink. A full buffer drops and counts, never blocks.
 Nothing here raises into user code: sink failures are reported once and recording goes on
@@ -27,7 +28,8 @@ _get_running_loop = asyncio._get_running_loop  # C fast path; public get_running
 _current_task = asyncio.current_task
 _monotonic_ns = time.monotonic_ns
 
-# Event tuple layout (kept flat and positional: it is built on the hot path).
+# Event tuple layout (flat and positional: built on the hot path, one per span; a flat tuple of
+# atomic values is untracked by the garbage collector at its first collection):
 # (ph, name, cat, start_mono_ns, dur_ns, thread_ident, task_id, args, stage, iteration)
 
 
@@ -72,6 +74,9 @@ class Recorder:
         self._fallback_dir = fallback_dir
         self._buf: collections.deque = collections.deque()
         self._threads: dict[int, tuple[int, str]] = {}
+        # .ident is set on a thread's first span (register_thread()): one lookup instead of
+        # get_ident() plus a dict check per span
+        self._this_thread = threading.local()
         self._tasks: dict[int, str] = {}
         self._lanes: dict[tuple[int, int], int] = {}
         self._records: list[Any] = []  # non-event records waiting for the next flush
@@ -80,6 +85,7 @@ class Recorder:
         self._broken = False
         self._closed = False
         self._kicked = False
+        self.room = self._room()
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -99,15 +105,22 @@ class Recorder:
 
     def lane(self) -> tuple[int, int]:
         """(thread ident, asyncio task id or 0): spans on one lane nest properly."""
-        ident = _get_ident()
-        if ident not in self._threads:
-            self.register_thread(ident)
+        try:
+            ident = self._this_thread.ident
+        except AttributeError:
+            ident = self.register_thread()
         if _get_running_loop() is None:
             return ident, 0
         return ident, self.task_key()
 
-    def register_thread(self, ident: int) -> None:
-        self._threads[ident] = (threading.get_native_id(), threading.current_thread().name)
+    def register_thread(self) -> int:
+        """Note the calling thread's OS id and name (read on the thread: it may be gone by the
+        flush); returns its ident."""
+        ident = _get_ident()
+        # setdefault: an ident the OS reused for a later thread keeps the first thread's lane name
+        self._threads.setdefault(ident, (threading.get_native_id(), threading.current_thread().name))
+        self._this_thread.ident = ident
+        return ident
 
     def task_key(self) -> int:
         """id of the running asyncio task (0 outside a task); its name is kept for the lane's label."""
@@ -120,6 +133,7 @@ class Recorder:
         return key
 
     def add(self, event: tuple) -> None:
+        """Buffer an event tuple; a full buffer drops and counts it."""
         buf = self._buf
         if len(buf) >= self.buffer_max:
             self.dropped += 1
@@ -131,7 +145,13 @@ class Recorder:
     def kick(self) -> None:
         """Wake the flusher early (the buffer reached flush_every)."""
         self._kicked = True
+        self.room = self._room()
         self._wake.set()
+
+    def _room(self) -> int:
+        """Below this buffer length an append needs no drop and no early flush: the hot path then
+        appends without calling add() (one comparison instead of two)."""
+        return self.buffer_max if self._kicked else min(self.buffer_max, self.flush_every - 1)
 
     # ---------------------------------------------------------------- control
     def set_clock_offset(self, est: OffsetEstimate, reference: str) -> None:
@@ -182,6 +202,7 @@ class Recorder:
 
     def _flush_locked(self, final: bool) -> None:
         self._kicked = False
+        self.room = self._room()
         # Encode line by line into one buffer (streaming: no list of per-event objects kept alive).
         out = io.BytesIO()
         write, dumps = out.write, segment.dumps_line
@@ -200,7 +221,7 @@ class Recorder:
                 write(dumps({"type": formats.SEG_THREAD, "lane": lane, "tid": tid, "name": tname, "task": self._tasks.get(task) if task else None}))
             if stage is not None or iteration is not None:
                 args = _with_context(args, stage, iteration)
-            write(dumps([ph, name, cat, start, dur, lane, args or None]))
+            write(dumps((ph, name, cat, start, dur, lane, args or None)))  # a JSON array, as a list would be
         self.recorded += n
         stats = (self.recorded, self.dropped, self.failed_writes)
         if final or (stats != self._stats_sent and (self.dropped or self.failed_writes)):
