@@ -271,3 +271,16 @@ def test_every_finding_points_to_a_heading_of_diagnosis_md(late_job):
 
 def test_a_nan_impact_ranks_last():
     assert advisor._finding("x", "t", float("nan"), {}, "a", "the-advisor")["impact"] == 0.0
+
+
+def test_a_rule_found_on_every_rank_is_listed_ten_times_and_counted():
+    """A 10,000-rank job whose every rank is host bound: the 10 worst, the worst saying how many."""
+    row = {"device": "0", "stream": 7, "idle_us": 600.0, "kernel_wait_us": 50.0, "other_us": 50.0}
+    caps = [_cap(f"actor_rank{r}", r, wall_us=1000.0, idle_causes=[dict(row, host_wait_us=400.0 + r)]) for r in range(30)]
+    found = [f for f in advisor.findings({"captures": caps}) if f["id"] == "host_bound"]
+    assert len(found) == advisor.MAX_PER_RULE
+    assert [f["evidence"]["path"] for f in found] == [f"actor_rank{r}" for r in range(29, 19, -1)]   # the worst first
+    assert found[0]["evidence"]["n_like_this"] == 30 and "the worst of 30 host_bound findings" in found[0]["title"]
+    assert all("n_like_this" not in f["evidence"] for f in found[1:])
+    few = [f for f in advisor.findings({"captures": caps[:3]}) if f["id"] == "host_bound"]
+    assert len(few) == 3 and all("n_like_this" not in f["evidence"] and "worst of" not in f["title"] for f in few)

@@ -39,6 +39,8 @@ MEMORY_NEAR_CAPACITY = 0.90       # peak reserved (else allocated) / the device'
 MEMORY_IMPACT_WEIGHT = 0.5        # a memory finding ranks at half its used share: a risk (OOM), not time spent
 LATENCY_BOUND_SHARE = 0.05        # time in latency-bound (small-message) collectives / the capture's wall
 LOW_MFU = 0.25                    # MFU of a training stage below a quarter of the device's peak
+MAX_PER_RULE = 10                 # findings kept per rule (the worst): a 10,000-rank job's host_bound on every rank is
+                                  # one message, not 10,000 (each rule's table has every row)
 CONTROLLER_ROLES = ("driver",)    # the single controller waits on the worker groups by design: never "idle"
 DOCS = "docs/diagnosis.md"
 
@@ -373,4 +375,24 @@ def findings(summary: dict, rules: Iterable[Callable[[dict], list[Finding]]] = R
         except Exception as exc:   # one rule's bug never loses the others' findings
             out.append(_finding("advisor_error", f"rule {rule.__name__} failed: {type(exc).__name__}: {exc}", 0.0,
                                 {}, "report this", "the-advisor"))
-    return sorted(out, key=lambda f: (-f["impact"], f["id"], f["title"]))
+    return _at_most_per_rule(sorted(out, key=lambda f: (-f["impact"], f["id"], f["title"])), MAX_PER_RULE)
+
+
+def _at_most_per_rule(ranked: list[Finding], keep: int) -> list[Finding]:
+    """The `keep` worst findings of each rule; the worst of a trimmed rule says how many there were
+    (evidence n_like_this) and where all of them are (its table)."""
+    total: dict[str, int] = {}
+    for f in ranked:
+        total[f["id"]] = total.get(f["id"], 0) + 1
+    out, seen = [], {}
+    for f in ranked:
+        n = seen[f["id"]] = seen.get(f["id"], 0) + 1
+        if n > keep:
+            continue
+        if n == 1 and total[f["id"]] > keep:
+            table = f["evidence"].get("table")
+            f = {**f, "title": f"{f['title']} (the worst of {total[f['id']]} {f['id']} findings; the {keep} worst are "
+                 f"listed{', all rows in the ' + table + ' table' if table else ''})",
+                 "evidence": {**f["evidence"], "n_like_this": total[f["id"]]}}
+        out.append(f)
+    return out
