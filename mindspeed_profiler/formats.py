@@ -10,7 +10,7 @@ describes the same things in prose; tests/test_formats.py keeps the two in step.
         mindspeed_profiler_meta.json             META_FILE (keys: META_KEYS)
         <role>_rank<R>.<pid>.pt.trace.json.gz    trace_file_name() (Kineto JSON, torch captures)
         ASCEND_PROFILER_OUTPUT/...               ASCEND_* (torch_npu captures)
-      timeline/<role>_rank<R>_<host>_<pid>.seg.jsonl   segment_name(); merged: TIMELINE_FILE(.gz)
+      timeline/<role>_rank<R>_<host>_<pid>.seg.jsonl   segment_name(); merged: TIMELINE_FILE(.gz), TIMELINE_PFTRACE_FILE
       system/                                    SYSTEM_DIR (or system.output_dir): process-level reports
         <group>_rank<R>.system.json              system_meta_name() (keys: SYSTEM_META_KEYS)
         <group>_rank<R>.iterations.jsonl         system_iterations_name(): the worker's iteration boundaries
@@ -248,6 +248,7 @@ SEGMENT_SUFFIX = ".seg.jsonl"
 SEGMENT_SCHEMA = 1
 TIMELINE_FILE = "timeline.json"
 TIMELINE_FILES = (TIMELINE_FILE, TIMELINE_FILE + ".gz")  # readers take either, the plain one first
+TIMELINE_PFTRACE_FILE = "timeline.pftrace"   # the same timeline as Perfetto's protobuf trace, beside it
 
 
 def run_timeline_file(run_id: str) -> str:
@@ -320,6 +321,9 @@ SPAN_PROFILER_EXPORT = "profiler_export"
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"
 DB_FILE = "analysis.db"
+# each capture's complete per-name totals (op_totals, kernel_totals), one JSON line per capture, beside
+# summary.json; a capture record's `totals` = {file, offset, bytes} says where its line is
+CAPTURE_TOTALS_FILE = "capture_totals.jsonl"
 SUMMARY_SCHEMA = 1
 # JSON files that are never traces, wherever they lie.
 NOT_TRACE_FILES = frozenset({

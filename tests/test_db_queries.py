@@ -20,6 +20,7 @@ import pytest
 
 from conftest import REPO_ROOT
 from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.outputs import TotalsReader
 
 STAGES = ("actor_generate", "actor_update")
 
@@ -189,7 +190,8 @@ def test_communication_and_totals_tables(gloo_db):
     n_comm = sum(1 for c in summary["captures"] if c.get("communication"))
     assert n_comm == 2 * len(STAGES)   # every stage call all-reduces, on both ranks
     assert db.execute("SELECT count(*) FROM communication WHERE host_total_us > 0").fetchone()[0] == n_comm
-    n_ops = sum(len(c.get("op_totals") or []) for c in summary["captures"])
+    with TotalsReader(summary) as rd:   # the totals are in capture_totals.jsonl, beside summary.json
+        n_ops = sum(len(rd.get(c, "op_totals") or []) for c in summary["captures"])
     assert db.execute("SELECT count(*) FROM op_totals").fetchone()[0] == n_ops > 0
     assert db.execute("SELECT count(*) FROM runs").fetchone()[0] == len(summary["runs"]) == 1
 

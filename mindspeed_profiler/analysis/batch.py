@@ -32,7 +32,8 @@ from .collect import (  # noqa: F401  (the names the batch has always offered)
     select_run,
     stderr_log,
 )
-from .outputs import write_summary
+from .outputs import TotalsSpool, located, share_strings, write_summary
+from .sqlite_export import EventSpool, write_db
 from .pool import Limits
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_NOTHING_FOUND = 0, 1, 3
@@ -91,9 +92,47 @@ def analyse_directory(root: str | Path, jobs: int | None = None, export_type: st
     t_start = time.perf_counter()
     root = Path(root)
     jobs = jobs or os.cpu_count() or 1
+    # each capture's totals go to capture_totals.jsonl as it finishes (the driver keeps a small
+    # record per capture); an analysis that writes nothing keeps them inline
+    spool = TotalsSpool(_spool_dir(root, out_dir)) if write else None
+    events = EventSpool(_spool_dir(root, out_dir)) if write and export_type == "db" else None
+    names: dict = {}
+
+    def keep(res: dict) -> dict:
+        if events is not None:
+            res = events.take(res)   # the event columns for analysis.db: to their side file too
+        if spool is not None:
+            return spool.take(res)
+        share_strings(res["capture"], names)
+        return res
     opts = CollectOptions(jobs=jobs, top_n=top_n, export_type=export_type,
                           progress=sys.stderr.isatty() if progress is None else progress, fn=fn,
-                          limits=limits or default_limits(), log=log or stderr_log, python=python, run=run)
+                          limits=limits or default_limits(), log=log or stderr_log, python=python, run=run, keep=keep)
+    try:
+        return _analyse(root, opts, collector, ray, ray_address, ray_task_cpus, run, threshold, peak_tflops, out_dir,
+                        write, html, spool, events, t_start)
+    finally:
+        if spool is not None:
+            spool.discard()   # after commit() there is nothing left to remove
+        if events is not None:
+            events.discard()
+
+
+def _spool_dir(root: Path, out_dir: str | Path | None) -> Path | None:
+    """Where the totals file is written while the captures are analysed: the output directory when
+    it is known before collecting (else the system's temporary directory: outputs.TotalsSpool)."""
+    if out_dir:
+        return Path(out_dir)
+    if root.is_dir():
+        return root / formats.ANALYSIS_DIR
+    return root.parent / formats.ANALYSIS_DIR if root.is_file() else None
+
+
+def _analyse(root: Path, opts: CollectOptions, collector: Collector | None, ray: bool, ray_address: str | None,
+             ray_task_cpus: float, run: str | None, threshold: float, peak_tflops: float | None,
+             out_dir: str | Path | None, write: bool, html: bool, spool: TotalsSpool | None,
+             events: EventSpool | None, t_start: float) -> tuple[dict, int]:
+    jobs, export_type, top_n = opts.jobs, opts.export_type, opts.top_n
     if collector is None:
         if ray:
             from .ray_batch import RayCollector, RayOptions
@@ -134,15 +173,20 @@ def analyse_directory(root: str | Path, jobs: int | None = None, export_type: st
         **got.extra,
         "elapsed_s": None,
     }
+    if spool is not None and spool.error:
+        summary["warnings"].append(spool.error)
     summary["findings"] = advisor.findings(summary)   # after every row it reads is in the summary
+    summary = located(summary, None)
     if not captures:
         return summary, code
     out = Path(out_dir) if out_dir else base / formats.ANALYSIS_DIR
     if write:
         out.mkdir(parents=True, exist_ok=True)
+        if spool is not None:
+            spool.commit(out, captures)
+        located(summary, out)
         if export_type == "db":
-            from .sqlite_export import write_db
-            write_db(out / formats.DB_FILE, summary, results)
+            write_db(out / formats.DB_FILE, summary, results, events)
     summary["elapsed_s"] = round(time.perf_counter() - t_start, 3)
     if write:
         write_summary(out / formats.SUMMARY_FILE, summary)

@@ -30,7 +30,9 @@ def stderr_log(message: str) -> None:
 class CollectOptions:
     """How to collect: the same for every collector. `fn` analyses one capture (analyse_capture;
     tests pass their own); `limits` bound each capture's time and memory; `run` keeps one run's
-    captures; `python` is the interpreter the prepare step runs the vendor parser with."""
+    captures; `python` is the interpreter the prepare step runs the vendor parser with. `keep`, when
+    given, is applied to each result as it arrives, before it is held (the batch moves the bulky
+    totals out of the driver's memory with it: outputs.TotalsSpool)."""
 
     jobs: int = 1
     top_n: int = 20
@@ -41,6 +43,7 @@ class CollectOptions:
     log: Callable[[str], None] = stderr_log
     python: str = sys.executable
     run: str | None = None
+    keep: Callable[[dict], dict] | None = None
 
     @property
     def want_events(self) -> bool:
@@ -62,16 +65,18 @@ def prepare(root: Path, caps: list[Capture], jobs: int, export_type: str, log: C
 
 
 def run_captures(root: Path, caps: list[Capture], jobs: int, top_n: int, want_events: bool,
-                 progress: bool, fn: Callable = analyse_capture, limits: Limits | None = None) -> list[dict]:
+                 progress: bool, fn: Callable = analyse_capture, limits: Limits | None = None,
+                 keep: Callable[[dict], dict] | None = None) -> list[dict]:
     """Analyse captures: in bounded worker processes when there is more than one job and capture
     (and enough bytes to be worth starting them), or when a file looks like a decompression bomb
-    (then also with one job); else here, under the time limit."""
+    (then also with one job); else here, under the time limit. `keep(result)` is what is held of
+    each result, applied as it arrives."""
     limits = limits or Limits()
     results: dict[int, dict] = {}
     bar = ProgressBar(len(caps), progress, "analysing")
 
     def done(i: int, res: dict) -> None:
-        results[i] = res
+        results[i] = keep(res) if keep is not None else res
         bar.advance()
 
     try:
@@ -215,7 +220,7 @@ def collect_here(root: Path, opts: CollectOptions) -> Collected:
     reasons = prepare(base, caps, opts.jobs, opts.export_type, opts.log, opts.python)
     todo = [c for c in caps if c.path not in reasons]
     results = run_captures(base, todo, opts.jobs, opts.top_n, opts.want_events, opts.progress, opts.fn,
-                           limits=opts.limits)
+                           limits=opts.limits, keep=opts.keep)
     unparsed = []
     for c in caps:
         if c.path in reasons:

@@ -10,7 +10,9 @@ Names from the data are never read as rich markup (`_t`).
 """
 from __future__ import annotations
 
+import math
 import statistics
+from array import array
 from pathlib import Path
 
 from rich.console import Console
@@ -23,6 +25,7 @@ from mindspeed_profiler import formats
 
 from . import display
 from .display import capture_worker as _worker, pct as _pct
+from .outputs import TotalsReader
 
 MAX_ROWS = 40            # rows of the captures and stage x worker tables before the rest is hidden
 PER_RANK_COLUMNS = 4     # a stage with at most this many captures gets one column per capture
@@ -122,20 +125,42 @@ def _captures(con: Console, summary: dict) -> None:
 
 
 def _agg(caps: list[dict], rows_of, value) -> list[tuple[str, list]]:
-    """[(name, [value per capture or None])] ranked by the sum over the captures."""
+    """[(name, values)] ranked by the sum over the captures: values = [value per capture or None] when
+    there are few captures (one column each), else [sum, the values present, max, index of the max]
+    (one stage of 10,000 ranks: no list of 10,000 per name)."""
+    few = len(caps) <= PER_RANK_COLUMNS
     per: dict[str, list] = {}
     for k, c in enumerate(caps):
+        got: dict[str, float] = {}
         for r in rows_of(c):
-            v = per.setdefault(r[0], [None] * len(caps))
-            v[k] = (v[k] or 0.0) + value(r)
-    return sorted(per.items(), key=lambda kv: (-sum(x or 0.0 for x in kv[1]), kv[0]))
+            got[r[0]] = got.get(r[0], 0.0) + value(r)
+        for name, v in got.items():
+            if few:
+                per.setdefault(name, [None] * len(caps))[k] = v
+                continue
+            a = per.get(name)
+            if a is None:
+                a = per[name] = [0.0, array("d"), -math.inf, k]
+            a[0] += v
+            a[1].append(v)
+            if v > a[2]:
+                a[2], a[3] = v, k
+    if few:
+        return sorted(per.items(), key=lambda kv: (-sum(x or 0.0 for x in kv[1]), kv[0]))
+    return sorted(per.items(), key=lambda kv: (-kv[1][0], kv[0]))
 
 
-def _ops_of(c: dict) -> list:
+def _ops_of(c: dict, rd: TotalsReader) -> list:
     """[name, count, total, self, device] of every op (op_totals), else the top list."""
-    if c.get("op_totals"):
-        return c["op_totals"]
+    ops = rd.get(c, "op_totals")
+    if ops:
+        return ops
     return [[o["name"], o["count"], o["total_us"], o["self_us"], o.get("device_us")] for o in c.get("top_ops") or []]
+
+
+def _kernels_of(c: dict, rd: TotalsReader) -> list:
+    """[name, count, total, ...] of every kernel (kernel_totals), else the top list."""
+    return rd.get(c, "kernel_totals") or [[k["name"], k["count"], k["total_us"]] for k in c.get("top_kernels") or []]
 
 
 def _cell(us, wall) -> str:
@@ -156,10 +181,9 @@ def _ranked(title: str, caps: list[dict], ranked: list[tuple[str, list]], top_n:
     else:
         cols = [(what, FOLD), ("median ms", R), ("max ms", R), ("max on", {}), ("captures", R)]
         rows = []
-        for name, vals in shown:
-            have = [(v, c) for v, c in zip(vals, caps) if v is not None]
-            vmax, cmax = max(have, key=lambda vc: vc[0])
-            rows.append([_name(name), _ms(statistics.median(v for v, _ in have)), _ms(vmax), _t(_worker(cmax) or cmax["path"]),
+        for name, (_, have, vmax, kmax) in shown:
+            cmax = caps[kmax]
+            rows.append([_name(name), _ms(statistics.median(have)), _ms(vmax), _t(_worker(cmax) or cmax["path"]),
                          f"{len(have)}/{len(caps)}"])
     hidden = len(ranked) - len(shown)
     return _table(title, cols, rows, caption=f"{hidden} more (--top N shows more)" if hidden else None)
@@ -182,15 +206,16 @@ def _stages(con: Console, summary: dict, top_n: int) -> None:
             con.print("communication: " + "; ".join(f"{_t(_worker(c) or c['path'])} {s}" for c, s in comm[:PER_RANK_COLUMNS])
                       + (f"; {len(comm) - PER_RANK_COLUMNS} more captures in the table below" if len(comm) > PER_RANK_COLUMNS else ""),
                       highlight=False)
-        for tbl in (
-            _ranked(f"{_t(stage)}: top ops (self time)", cs, _agg(cs, _ops_of, lambda r: r[3]), top_n, "op"),
-            _ranked(f"{_t(stage)}: top ranges (total time)", cs,
-                    _agg(cs, lambda c: [(a["name"], a["total_us"]) for a in c.get("annotations") or []], lambda r: r[1]),
-                    top_n, "range"),
-            _ranked(f"{_t(stage)}: top kernels (device time)", cs,
-                    _agg(cs, lambda c: c.get("kernel_totals") or [[k["name"], k["count"], k["total_us"]]
-                                                                  for k in c.get("top_kernels") or []],
-                         lambda r: r[2]), top_n, "kernel")):
+        with TotalsReader(summary) as rd:
+            tables = (
+                _ranked(f"{_t(stage)}: top ops (self time)", cs, _agg(cs, lambda c: _ops_of(c, rd), lambda r: r[3]),
+                        top_n, "op"),
+                _ranked(f"{_t(stage)}: top ranges (total time)", cs,
+                        _agg(cs, lambda c: [(a["name"], a["total_us"]) for a in c.get("annotations") or []], lambda r: r[1]),
+                        top_n, "range"),
+                _ranked(f"{_t(stage)}: top kernels (device time)", cs,
+                        _agg(cs, lambda c: _kernels_of(c, rd), lambda r: r[2]), top_n, "kernel"))
+        for tbl in tables:
             if tbl is not None:
                 con.print(tbl)
 

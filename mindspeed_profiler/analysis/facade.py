@@ -1,7 +1,7 @@
 """`RunAnalysis`: one run's analysis for notebooks and scripts, one method per question.
 
     from mindspeed_profiler import RunAnalysis
-    ra = RunAnalysis("./profiler_data")      # its analysis/summary.json, or analysed now (nothing written)
+    ra = RunAnalysis("./profiler_data")      # its analysis/summary.json (+ capture_totals.jsonl), or analysed now (nothing written)
     ra.breakdown()                           # plain rows: a list of dicts
     ra.top_ops().to_pandas()                 # a DataFrame, where pandas is installed
     ra.compare(RunAnalysis("./baseline"))["ops"]
@@ -18,7 +18,7 @@ from typing import Any
 from . import questions as q
 from .analyzers import compare as _compare
 from .batch import analyse_directory
-from .outputs import find_summary, load_summary
+from .outputs import find_summary, load_summary, located
 from .rows import RowModel
 
 
@@ -45,11 +45,12 @@ class RunAnalysis:
             self.summary, _ = analyse_directory(self.path, jobs=jobs, top_n=top, progress=False, write=False)
 
     @classmethod
-    def from_summary(cls, summary: dict) -> "RunAnalysis":
-        """Wrap an already loaded summary.json dict."""
+    def from_summary(cls, summary: dict, where: str | Path | None = None) -> "RunAnalysis":
+        """Wrap an already loaded summary.json dict; `where`: the directory it was read from, where its
+        captures' totals file (capture_totals.jsonl) is (a summary from outputs.load_summary knows it)."""
         self = cls.__new__(cls)
         self.path = Path(summary.get("root") or ".")
-        self.summary = summary
+        self.summary = located(summary, where) if where is not None else summary
         return self
 
     def rows(self, model: RowModel) -> Rows:

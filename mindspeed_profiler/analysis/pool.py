@@ -92,7 +92,10 @@ def run_pool(root: Path, todo: list[Capture], jobs: int, top_n: int, want_events
         if queue:
             i = queue.pop()
             w["task"], w["since"] = i, time.monotonic()
-            w["conn"].send((i, todo[i].to_dict()))
+            try:
+                w["conn"].send((i, todo[i].to_dict()))
+            except OSError:   # it died as it started: the wait below sees it and fails this capture only
+                pass
 
     def replace(w: dict, result: dict) -> None:
         i = w["task"]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from mindspeed_profiler import formats
+
 from .analyzers.annotations import ANNOTATIONS
 from .analyzers.ascend_free import ASCEND_FREE
 from .analyzers.breakdown import BREAKDOWN, DEVICE_FIELDS
@@ -136,7 +138,7 @@ def db_tables_markdown() -> str:
 
 def fields_markdown(m: RowModel) -> str:
     """One question's field table, with where its rows are in each output."""
-    where = [f"summary.json `{m.where}`" if not m.where.startswith("analysis.db") else m.where,
+    where = [f"summary.json `{m.where}`" if not m.where.startswith(("analysis.db", formats.CAPTURE_TOTALS_FILE)) else m.where,
              f"analysis.db `{m.table}`" + (" (and `capture_id`)" if m.per_capture else "")]
     if m.method:
         where.append(f"RunAnalysis `.{m.method}()`" + (" (path, role, rank, stage first)" if m.per_capture else ""))

@@ -287,6 +287,7 @@ class _Driver:
         self.ray, self.dir_arg, self.opts, self.jobs, self.top_n = ray, dir_arg, ray_opts, opts.jobs, opts.top_n
         self.export_type, self.want_events, self.progress, self.run_id = opts.export_type, opts.want_events, opts.progress, opts.run
         self.fn, self.limits, self.log = opts.fn, opts.limits, opts.log
+        self.keep = opts.keep or (lambda res: res)   # what the driver holds of each result (the batch's spool)
         # each node's own interpreter runs its prepare step unless another was asked for
         self.python = None if opts.python == sys.executable else opts.python
         self.traffic = Traffic()
@@ -294,6 +295,9 @@ class _Driver:
         self.results: list[dict] = []
         self.unparsed: list[dict] = []
         self.nodes: dict[str, Node] = {}
+
+    def _add(self, res: dict) -> None:
+        self.results.append(self.keep(res))
 
     # -- the steps
 
@@ -316,7 +320,7 @@ class _Driver:
 
         def here() -> None:   # the timeline, merged from every node's segments: analysed here meanwhile
             for cap, base in timelines:
-                self.results.append(run_in_process(self.fn, base, cap, self.top_n, self.want_events,
+                self._add(run_in_process(self.fn, base, cap, self.top_n, self.want_events,
                                                    self.limits.timeout_s))
                 bar.advance()
         try:
@@ -441,7 +445,7 @@ class _Driver:
             out.append((Capture(**first), tmp))
         for path in segment_groups.keys() - got.keys():   # no node answered for it
             node, entry = segment_groups[path][0]
-            self.results.append(failed_result(Capture(**entry["cap"]), f"the timeline segments could not be read "
+            self._add(failed_result(Capture(**entry["cap"]), f"the timeline segments could not be read "
                                               f"from any node that holds them (first: {node.short})"))
         return out
 
@@ -470,7 +474,7 @@ class _Driver:
             if exc is not None:
                 why = f"preparing it on {node.short} failed: {why_failed(exc, node)}"
                 for it in its:
-                    self.results.append(failed_result(it.cap, why))
+                    self._add(failed_result(it.cap, why))
                     node.failed += 1
                     drop.add(id(it))
                 continue
@@ -520,7 +524,7 @@ class _Driver:
                 node.failed += 1
                 if nbytes:   # the node's own verdict: say where
                     c["error"] = f"{c.get('error')} [on {node.short}]"
-            self.results.append(res)
+            self._add(res)
             bar.advance()
 
         def submit() -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from mindspeed_profiler.fileio import atomic_path
 
@@ -83,20 +83,80 @@ def converter(f: Field) -> Callable[[Any], Any]:
     return f.to_db or _BY_UNIT.get(f.unit) or _BY_SQL[f.sql]
 
 
-def write_db(path: Path, summary: dict, results: list[dict]) -> None:
+class EventSpool:
+    """The traces' event columns, written to a side SQLite file as each capture finishes (`take`),
+    so the driver never holds the events of 10,000 captures; write_db copies each capture's rows
+    from there under its final capture_id. The file is removed by `discard` (and write_db's caller)."""
+
+    def __init__(self, spool_dir: Path | None):
+        self.spool_dir = spool_dir
+        self.path: Path | None = None
+        self._con: sqlite3.Connection | None = None
+
+    def _open(self) -> sqlite3.Connection:
+        if self._con is None:
+            import os
+            import secrets
+            import tempfile
+            try:
+                assert self.spool_dir is not None
+                self.spool_dir.mkdir(parents=True, exist_ok=True)
+                self.path = self.spool_dir / f".events.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+                self._con = sqlite3.connect(self.path)
+            except (OSError, sqlite3.Error, AssertionError):
+                fd, name = tempfile.mkstemp(prefix=".events.", suffix=".tmp")
+                os.close(fd)
+                self.path = Path(name)
+                self._con = sqlite3.connect(self.path)
+            self._con.execute("PRAGMA journal_mode=OFF")
+            self._con.execute("PRAGMA synchronous=OFF")
+            self._con.execute("CREATE TABLE ev(name, cat, pid, tid, ts_us, dur_us)")
+        return self._con
+
+    def take(self, res: dict) -> dict:
+        """The result with a trace's event columns moved to the spool ({"spooled": [first, last rowid]})."""
+        ev = res.get("events")
+        if not isinstance(ev, dict) or "spans" in ev or "name" not in ev:
+            return res
+        con = self._open()
+        first = (con.execute("SELECT max(rowid) FROM ev").fetchone()[0] or 0) + 1
+        con.executemany("INSERT INTO ev VALUES (?,?,?,?,?,?)", _event_rows(ev))
+        last = con.execute("SELECT max(rowid) FROM ev").fetchone()[0] or 0
+        con.commit()
+        return {**res, "events": {"spooled": [first, last]}}
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+    def discard(self) -> None:
+        self.close()
+        if self.path is not None:
+            try:
+                self.path.unlink()
+            except OSError:
+                pass
+            self.path = None
+
+
+def write_db(path: Path, summary: dict, results: list[dict], spool: EventSpool | None = None) -> None:
     """Write to a temporary file and rename it into place, so a crash never leaves half a db.
-    `results`: the per-capture results of the batch ({"capture", "events"}): a trace's event columns,
-    or a timeline's {"spans": every stage span}."""
+    `results`: the per-capture results of the batch ({"capture", "events"}): a trace's event columns
+    (or where `spool` holds them), or a timeline's {"spans": every stage span}."""
     with atomic_path(path) as tmp:   # a failure leaves the previous db and no temporary file
-        _write(tmp, summary, results)
+        _write(tmp, summary, results, spool)
 
 
-def _write(tmp: Path, summary: dict, results: list[dict]) -> None:
+def _write(tmp: Path, summary: dict, results: list[dict], spool: EventSpool | None = None) -> None:
     con = sqlite3.connect(tmp)
     try:
         con.execute("PRAGMA journal_mode=OFF")
         con.execute("PRAGMA synchronous=OFF")
         con.executescript(SCHEMA)
+        if spool is not None and spool.path is not None:
+            spool.close()
+            con.execute("ATTACH DATABASE ? AS spool", (str(spool.path),))
         for m in MODELS:
             if m.select is not None:
                 _insert(con, m, ((cid, vals) for cid, _, _, vals in m.records(summary)))
@@ -108,6 +168,9 @@ def _write(tmp: Path, summary: dict, results: list[dict]) -> None:
                 continue
             if "spans" in extra:
                 spans += extra["spans"]
+            elif "spooled" in extra:
+                con.execute("INSERT INTO events SELECT ?, name, cat, pid, tid, ts_us, dur_us FROM spool.ev "
+                            "WHERE rowid BETWEEN ? AND ? ORDER BY rowid", (cid, *extra["spooled"]))
             else:
                 _events(con, cid, extra)
         _insert(con, BY_TABLE["spans"], ((None, s) for s in spans))
@@ -118,16 +181,20 @@ def _write(tmp: Path, summary: dict, results: list[dict]) -> None:
 
 
 def _insert(con: sqlite3.Connection, m: RowModel, rows: Iterable[tuple[Any, dict]]) -> None:
-    """rows: (capture index, {field: value}); each value converted for its column."""
+    """rows: (capture index, {field: value}); each value converted for its column, streamed (the
+    totals of 10,000 captures are read from their file one capture at a time, never all held)."""
     conv = [(f.name, converter(f)) for f in m.fields]
     verb = f"INSERT OR {m.conflict}" if m.conflict else "INSERT"
     con.executemany(f"{verb} INTO {m.table} VALUES ({','.join('?' * len(m.columns))})",
-                    [((cid,) if m.per_capture else ()) + tuple(c(vals.get(n)) for n, c in conv) for cid, vals in rows])
+                    (((cid,) if m.per_capture else ()) + tuple(c(vals.get(n)) for n, c in conv) for cid, vals in rows))
+
+
+def _event_rows(ev: dict) -> Iterator[tuple]:
+    names, cats, pids, tids = ev["names"], ev["cats"], ev.get("pids"), ev.get("tids")
+    return ((names[n], cats[k], pids[p], tids[t], float(s), float(u))
+            for n, k, p, t, s, u in zip(ev["name"].tolist(), ev["cat"].tolist(), ev["pid"].tolist(),
+                                        ev["tid"].tolist(), ev["ts"].tolist(), ev["dur"].tolist()))
 
 
 def _events(con: sqlite3.Connection, cid: int, ev: dict) -> None:
-    names, cats, pids, tids = ev["names"], ev["cats"], ev.get("pids"), ev.get("tids")
-    con.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?)",
-                    ((cid, names[n], cats[k], pids[p], tids[t], float(s), float(u))
-                     for n, k, p, t, s, u in zip(ev["name"].tolist(), ev["cat"].tolist(), ev["pid"].tolist(),
-                                                 ev["tid"].tolist(), ev["ts"].tolist(), ev["dur"].tolist())))
+    con.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?)", ((cid, *r) for r in _event_rows(ev)))

@@ -8,11 +8,14 @@ vanishes is listed as new / gone. Each capture's totals are divided by its captu
 capture without steps counts as one unit). Like is compared with like: when both sides hold the
 same (stage, worker) captures, rank by rank; else, when they hold the same stages, stage by stage
 (the mean over the stage's captures); else everything pooled (the mean over all captures). `how`
-says which, and what each value is. Pure: takes two summary dicts.
+says which, and what each value is. Takes two summary dicts (their totals are read where they are:
+inline, or each capture's line of capture_totals.jsonl beside a loaded summary.json).
 """
 from __future__ import annotations
 
 from typing import Iterable
+
+from ..outputs import TotalsReader
 
 CAPTURE_KINDS = ("torch", "kineto", "ascend")
 
@@ -65,15 +68,17 @@ def choose_level(a: dict, b: dict) -> str:
     return "all"
 
 
-def _totals(c: dict, what: str) -> tuple[dict[str, float], bool]:
+def _totals(c: dict, what: str, rd: TotalsReader) -> tuple[dict[str, float], bool]:
     """{name: time} of one capture (ops: self time; kernels: total), and whether it is complete
-    (False: an older summary with top-N lists only)."""
+    (False: an older summary with top-N lists only, or a capture whose totals cannot be read)."""
     if what == "ops":
-        if c.get("op_totals") is not None:
-            return {r[0]: r[3] for r in c["op_totals"]}, True
+        ops = rd.get(c, "op_totals")
+        if ops is not None:
+            return {r[0]: r[3] for r in ops}, True
         return {o["name"]: o["self_us"] for o in c.get("top_ops") or []}, False
-    if c.get("kernel_totals") is not None:
-        return {r[0]: r[2] for r in c["kernel_totals"]}, True
+    kernels = rd.get(c, "kernel_totals")
+    if kernels is not None:
+        return {r[0]: r[2] for r in kernels}, True
     return {k["name"]: k["total_us"] for k in c.get("top_kernels") or []}, False
 
 
@@ -83,15 +88,16 @@ def per_step_values(s: dict, what: str, level: str) -> tuple[dict[tuple, float],
     sums: dict[tuple, float] = {}
     members: dict[tuple, int] = {}
     complete = True
-    for c in _captures(s):
-        group = _group_of(c, level)
-        members[group] = members.get(group, 0) + 1
-        totals, full = _totals(c, what)
-        complete = complete and full
-        n = max(1, len(c.get("steps") or []))
-        for name, v in totals.items():
-            key = group + (name,)
-            sums[key] = sums.get(key, 0.0) + v / n
+    with TotalsReader(s) as rd:
+        for c in _captures(s):
+            group = _group_of(c, level)
+            members[group] = members.get(group, 0) + 1
+            totals, full = _totals(c, what, rd)
+            complete = complete and full
+            n = max(1, len(c.get("steps") or []))
+            for name, v in totals.items():
+                key = group + (name,)
+                sums[key] = sums.get(key, 0.0) + v / n
     return {k: v / members[k[:2]] for k, v in sums.items()}, complete
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..rows import Field, RowModel, compact, each_capture, listed
+from ..outputs import each_capture_totals
+from ..rows import Field, RowModel, each_capture, listed
 from ._rows import group_sum, top
 from .classify import ClassifiedTrace
 
@@ -69,6 +70,7 @@ KERNELS = RowModel("kernels", "kernel of a capture's top list (by total time)", 
     Field("core", "text", "Ascend kernel_details.csv: the accelerator core"),
 ))
 KERNEL_TOTALS = RowModel("kernel_totals", "kernel name of a capture (all of them)",
-                         "captures[*].kernel_totals[*] ([name, count, total_us, class])", table="kernel_totals",
-                         method="kernel_totals", select=each_capture(compact("kernel_totals", tuple(f.name for f in _KERNEL))),
+                         "capture_totals.jsonl `kernel_totals[*]` of each capture's line ([name, count, total_us, class]; "
+                         "summary.json `captures[*].kernel_totals[*]` before it)", table="kernel_totals",
+                         method="kernel_totals", select=each_capture_totals("kernel_totals", tuple(f.name for f in _KERNEL)),
                          fields=_KERNEL)

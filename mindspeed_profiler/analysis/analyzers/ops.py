@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import intervals
-from ..rows import Field, RowModel, compact, each_capture, listed
+from ..outputs import each_capture_totals
+from ..rows import Field, RowModel, each_capture, listed
 from ._rows import group_sum, top
 from .classify import ClassifiedTrace
 
@@ -69,5 +70,6 @@ OP_FIELDS = (
 OPS = RowModel("ops", "op of a capture's top list (by self time)", "captures[*].top_ops[*]", table="ops",
                method="top_ops", select=each_capture(listed("top_ops")), fields=OP_FIELDS)
 OP_TOTALS = RowModel("op_totals", "op name of a capture (all of them)",
-                     "captures[*].op_totals[*] ([name, count, total_us, self_us, device_us])", table="op_totals",
-                     method="op_totals", select=each_capture(compact("op_totals", OPS.names)), fields=OP_FIELDS)
+                     "capture_totals.jsonl `op_totals[*]` of each capture's line ([name, count, total_us, self_us, "
+                     "device_us]; summary.json `captures[*].op_totals[*]` before it)", table="op_totals",
+                     method="op_totals", select=each_capture_totals("op_totals", OPS.names), fields=OP_FIELDS)

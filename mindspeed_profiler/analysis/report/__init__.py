@@ -12,7 +12,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from . import sections
 from .fmt import ms
-from .sections import MAX_ITERATION_ROWS
+from .sections import MAX_ITERATION_ROWS, SCALE_CAPTURES
 from .timeline_svg import BAR_CAP, MIN_SPAN_PX
 from mindspeed_profiler.fileio import write_atomic
 
@@ -28,7 +28,7 @@ _ENV = Environment(
 _ENV.filters["ms"] = ms
 _ENV.tests["exact"] = lambda v: isinstance(v, sections.Exact)
 _ENV.tests["link"] = lambda v: isinstance(v, sections.Link)
-_ENV.globals.update(LONG_TABLE=LONG_TABLE, MAX_ITERATION_ROWS=MAX_ITERATION_ROWS, BAR_CAP=BAR_CAP,
+_ENV.globals.update(LONG_TABLE=LONG_TABLE, MAX_ITERATION_ROWS=MAX_ITERATION_ROWS, SCALE_CAPTURES=SCALE_CAPTURES, BAR_CAP=BAR_CAP,
                     MIN_SPAN_PX=MIN_SPAN_PX)
 
 __all__ = ["render", "write_report"]

@@ -12,11 +12,16 @@ from mindspeed_profiler import formats
 
 from .. import display
 from ..display import capture_label as label, pct
+from ..rows import rank_number
 from .fmt import ms
-from .svg import PALETTE, Chart, stacked_bars
+from .svg import PALETTE, Chart, HeatCell, heat_map, stacked_bars
 from .timeline_svg import gantt_layout, iteration_bars, overview, stage_colors, stage_order, zoom
 
 MAX_ITERATION_ROWS = 300   # iterations listed in the report's tables (a week-long run has thousands)
+SCALE_CAPTURES = 64        # above this many trace captures: a rank x stage heat map and the outliers, no row per capture
+MAX_HEAT_ROWS = 256        # heat map rows; more workers are binned (consecutive ranks), each bin showing its worst
+MAX_OUTLIERS = 50          # slow-rank rows listed at scale (flagged first, then by ratio)
+TRACE_KINDS = ("torch", "kineto", "ascend")
 DEVICE_PARTS = [("compute_us", "compute", "#4e79a7"),
                 ("communication_exposed_us", "communication (exposed)", "#e15759"),
                 ("memcpy_exposed_us", "memory copy (exposed)", "#edc948"), ("idle_us", "idle", "#d3d3d3")]
@@ -130,9 +135,10 @@ def warnings(summary: dict, links: Links) -> Table | None:
     return Table(["where", "warning"], rows, frozenset({0, 1}), id="warnings") if rows else None
 
 
-def findings(summary: dict) -> Table | None:
-    """The advisor's findings (advisor.py), largest impact first: shown at the top of the page."""
-    rows = summary.get("findings") or []
+def findings(summary: dict, limit: int | None = None) -> Table | None:
+    """The advisor's findings (advisor.py), largest impact first: shown at the top of the page (the
+    first `limit` of them at scale, where rules that fire per capture give thousands)."""
+    rows = (summary.get("findings") or [])[:limit]
     return Table(["impact", "finding", "what to try", "rule"],
                  [[_share(f.get("impact")), f.get("title"), f.get("action"), f.get("id")] for f in rows],
                  frozenset({1, 2, 3}), id="findings") if rows else None
@@ -313,15 +319,74 @@ def _comm_note(c: dict) -> str:
     return ", ".join(parts)
 
 
+def n_trace_captures(summary: dict) -> int:
+    return sum(1 for c in summary.get("captures", []) if c.get("status") == "ok" and c.get("kind") in TRACE_KINDS)
+
+
+def _rank_order(worker: str | None, role, rank) -> tuple:
+    n = rank_number(rank)
+    return (str(role or ""), n is None, n if n is not None else 0, str(worker or rank))
+
+
+def scale(summary: dict) -> dict | None:
+    """At scale (more than SCALE_CAPTURES trace captures): the slow-rank rows as a heat map (a row per
+    worker, binned beyond MAX_HEAT_ROWS, a column per stage and source; the colour is the ratio to the
+    stage's median) and the outliers (flagged first, then by ratio; MAX_OUTLIERS of them)."""
+    sr = display.slow_ranks(summary)
+    if not sr:
+        return None
+    threshold = (summary.get("options") or {}).get("threshold") or 1.2
+    col_keys = sorted({(r["stage"], r["source"], r["metric"]) for r in sr}, key=lambda k: tuple(map(str, k)))
+    stages = [k[0] for k in col_keys]
+    cols = [str(st) if stages.count(st) == 1 else f"{st} · {src}" for st, src, _ in col_keys]
+    workers = sorted({(r["worker"], r.get("role"), r["rank"]) for r in sr}, key=lambda w: _rank_order(*w))
+    per = max(1, -(-len(workers) // MAX_HEAT_ROWS))   # workers per heat map row
+    row_of = {w[0]: i // per for i, w in enumerate(workers)}
+    names = [str(w[0]) for w in workers]
+    rows = [names[i] if per == 1 else f"{names[i]} - {names[min(i + per, len(names)) - 1]}"
+            for i in range(0, len(names), per)]
+    col_of = {k: j for j, k in enumerate(col_keys)}
+    worst: dict[tuple[int, int], dict] = {}
+    for r in sr:   # a bin shows its worst worker (the highest ratio)
+        cell = (row_of[r["worker"]], col_of[(r["stage"], r["source"], r["metric"])])
+        if cell not in worst or r["ratio"] > worst[cell]["ratio"]:
+            worst[cell] = r
+    cells = {}
+    for (i, j), r in worst.items():
+        who = r["worker"] if per == 1 else f"{rows[i]}: the worst is {r['worker']}"
+        cells[(i, j)] = HeatCell(r["ratio"], bool(r["flagged"]),
+                                 f"{who} · {cols[j]}: {r['ratio']:.3f}x the median ({ms(r['value_us'])} ms vs "
+                                 f"{ms(r['median_us'])} ms){' FLAGGED' if r['flagged'] else ''}")
+    shown = sr[:MAX_OUTLIERS]   # slow_ranks are sorted flagged first, then by ratio
+    several = len(summary.get("runs") or []) > 1
+    return {"n_captures": n_trace_captures(summary), "n_workers": len(workers), "per_row": per,
+            "threshold": threshold, "n_flagged": sum(1 for r in sr if r["flagged"]), "n_rows": len(sr),
+            "svg": heat_map(rows, cols, cells, threshold,
+                            col_titles=[f"{st} ({src}: {m})" for st, src, m in col_keys]),
+            "outliers": Table(
+                ["run", "source", "stage", "metric", "worker", "value ms", "median ms", "ratio", "samples", "reason"],
+                [[r.get("run_id") if several else "", r["source"], r["stage"], r["metric"], r["worker"] or "",
+                  ms(r["value_us"]), ms(r["median_us"]), f"{r['ratio']:.3f}", r.get("n"), r.get("reason")]
+                 for r in shown], frozenset({0, 1, 2, 3, 4, 9}), [r["flagged"] for r in shown]).without_empty_columns()}
+
+
 def context(summary: dict, report_dir: str | Path | None = None) -> dict:
     """Everything report.html.j2 and its sections read. `report_dir`: where report.html is written
-    (capture links are relative to it); default: DIR/analysis/."""
+    (capture links are relative to it); default: DIR/analysis/. Above SCALE_CAPTURES trace captures
+    the per-capture sections (device bars, communication, step breakdown, slow-rank rows, each
+    capture's tables) give way to the heat map and the outliers (`scale`)."""
     caps = summary.get("captures", [])
     tl = summary.get("timeline")
     links = Links(summary, report_dir)
-    return {"header": header(summary, links), "findings": findings(summary), "warnings": warnings(summary, links),
+    big = n_trace_captures(summary) > SCALE_CAPTURES
+    return {"header": header(summary, links), "findings": findings(summary, MAX_OUTLIERS if big else None),
+            "n_findings": len(summary.get("findings") or []), "warnings": warnings(summary, links),
             "runs": runs(summary),
             "problems": problems(caps, links), "timeline": timeline(tl),
-            "device_time": device_time(summary, tl), "clusters": clusters(caps), "slow_ranks": slow_ranks(summary),
-            "communication": communication(summary, links), "step_breakdown": step_breakdown(summary, links),
-            "captures": [capture(c, links) for c in caps if c["status"] == "ok" and c["kind"] not in ("timeline", "cluster")]}
+            "scale": scale(summary) if big else None,
+            "device_time": None if big else device_time(summary, tl), "clusters": clusters(caps),
+            "slow_ranks": None if big else slow_ranks(summary),
+            "communication": None if big else communication(summary, links),
+            "step_breakdown": None if big else step_breakdown(summary, links),
+            "captures": [] if big else [capture(c, links) for c in caps
+                                        if c["status"] == "ok" and c["kind"] not in ("timeline", "cluster")]}

@@ -152,3 +152,58 @@ def _bar_row(scale: _Scale, y: int, label: str, v: dict, total, cut: bool, title
         out.append(tag(BAR_BREAK, x1=x_end - 6, y1=y + scale.row_h - 4, x2=x_end - 2, y2=y - 1))
     out.append(tag(BAR_TOTAL, x=x0 + 4, y=ty, mark="» " if cut else "", total=ms(total)))
     return join(out)
+
+
+# -- the rank x stage heat map (report.html at scale: thousands of ranks in one picture)
+
+HEAT_CELL = ('<rect class="heat" x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" fill="{color}"{stroke}>'
+             '<title>{title}</title></rect>')
+HEAT_HEAD = '<text x="{x:.1f}" y="{y}" text-anchor="middle" fill="#333">{text}<title>{title}</title></text>'
+HEAT_NONE = "#f0f0f0"   # no sample for this rank and stage
+
+
+def heat_color(ratio: float | None, threshold: float) -> str:
+    """White at the median (ratio 1), red above it (full at 1 + 2 x (threshold - 1)), blue below."""
+    if ratio is None or not math.isfinite(ratio):
+        return HEAT_NONE
+    span = 2 * max(threshold - 1, 0.05)
+    t = max(-1.0, min(1.0, (ratio - 1) / span))
+    end = (215, 48, 31) if t > 0 else (44, 123, 182)
+    mix = [round(255 + (e - 255) * abs(t)) for e in end]
+    return "#{:02x}{:02x}{:02x}".format(*mix)
+
+
+class HeatCell(NamedTuple):
+    ratio: float | None
+    flagged: bool
+    title: str
+
+
+def heat_map(rows: list[str], cols: list[str], cells: dict[tuple[int, int], HeatCell], threshold: float,
+             col_titles: list[str] | None = None, max_height: int = 1200) -> Markup:
+    """One row per rank (or per bin of ranks), one column per stage; a cell's colour is its ratio to
+    the stage's median, a flagged cell is outlined. Row labels are drawn where they fit (each on hover)."""
+    row_h = max(2.0, min(16.0, max_height / max(1, len(rows))))
+    every = max(1, math.ceil(12 / row_h))   # a label every `every` rows: 11px text does not overlap
+    left = fit_left(rows[::every], lo=60, hi=240)
+    chars = int((left - 8) / LABEL_CHAR_PX)
+    col_w = max(48.0, min(140.0, 900 / max(1, len(cols))))
+    head = 30
+    width, height = left + col_w * len(cols) + 10, head + row_h * len(rows) + 4
+    out = [tag('<svg class="heat" xmlns="http://www.w3.org/2000/svg" width="{:.0f}" height="{:.0f}" role="img">',
+               width, height)]
+    for j, name in enumerate(cols):
+        out.append(tag(HEAT_HEAD, x=left + col_w * (j + 0.5), y=head - 10, text=short(name, int(col_w / 6.5)),
+                       title=(col_titles or cols)[j]))
+    for i, name in enumerate(rows):
+        y = head + i * row_h
+        if i % every == 0:
+            out.append(row_label(f"{y + min(row_h, 12) - 2:.1f}", name, chars))
+        for j in range(len(cols)):
+            c = cells.get((i, j))
+            out.append(tag(HEAT_CELL, x=left + col_w * j, y=y, w=col_w - 1, h=max(1.0, row_h - (1 if row_h > 4 else 0)),
+                           color=heat_color(c.ratio if c else None, threshold),
+                           stroke=Markup(' stroke="#000" stroke-width="1"') if c and c.flagged else "",
+                           title=c.title if c else f"{name} · {cols[j]}: no sample"))
+    out.append(Markup("</svg>"))
+    return join(out)
