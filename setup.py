@@ -26,6 +26,7 @@ setup(
         "pyyaml>=6.0",
         "numpy>=1.24",
         "orjson>=3.9",
+        "msgspec>=0.18",   # typed decoding of Kineto events: only the fields the analysis reads are built
         "rich>=13.0",
         "jinja2>=3.0",   # report.html templates (autoescaping); markupsafe comes with it
     ],
@@ -39,6 +40,10 @@ setup(
             "megatron-core>=0.9",  # the example trainers and the Megatron layout tests run a real model
             "pandas>=2.0",  # RunAnalysis(...).to_pandas(); optional for users
             "py-spy>=0.3",  # process-level capture (system.backend: py_spy) in the end-to-end tests
+            # timeline.pftrace is written with the stdlib (our own protobuf encoder); the tests decode
+            # it with Perfetto's own generated protos to prove it is what Perfetto reads
+            "perfetto>=0.9",
+            "protobuf>=4.21",
         ],
         "examples": [
             "ray[default]>=2.9",

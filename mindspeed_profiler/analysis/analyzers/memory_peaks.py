@@ -27,7 +27,6 @@ exception. The pure functions take rows or event dicts; the readers (`read_*`) d
 from __future__ import annotations
 
 import csv
-import math
 import sqlite3
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -41,7 +40,7 @@ from .classify import ANNOTATION_CATS, HOST_OP_CATS
 TOP_N = 10
 MB = 1024 * 1024          # torch_npu's B_TO_MB: memory_record.csv's and operator_memory.csv's (MB)
 KB = 1024                 # torch_npu's B_TO_KB: operator_memory.csv's Size(KB)
-from ..parsing.events import MEMORY_EVENT  # noqa: E402  (one name for the event: the parser counts them)
+from ..parsing.memory_events import INT64, MEMORY_EVENT, as_int, as_real, memory_record  # noqa: E402,F401
 KINETO_SOURCE = "kineto [memory]"
 GPU_TYPES = ("CUDA", "HIP")
 PROFILER_STEP = "ProfilerStep#"
@@ -55,18 +54,8 @@ DEVICE_TYPES = {0: "CPU", 1: "CUDA", 2: "MKLDNN", 3: "OPENGL", 4: "OPENCL", 5: "
                 16: "VE", 17: "Lazy", 18: "IPU", 19: "MTIA", 20: "PrivateUse1"}
 
 
-INT64 = 2**63   # values the numpy arrays (and analysis.db) hold: a larger byte count is junk, not memory
-
-
-def _int(v) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) and -INT64 <= v < INT64 else None
-
-
-def _real(v) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    f = float(v)
-    return f if math.isfinite(f) else None
+# the raw [memory] events become records in the parse (parsing/memory_events.py)
+_int, _real = as_int, as_real
 
 
 def device_label(device_type: int, device_id: int) -> str:
@@ -79,21 +68,8 @@ def device_label(device_type: int, device_id: int) -> str:
 
 
 def _memory_event(e) -> tuple | None:
-    """(ts, pid, tid, device_type, device_id, bytes, total_allocated, total_reserved) of a usable
-    [memory] event, None otherwise (the totals None where the trace has none)."""
-    a = e.get("args")
-    if not isinstance(a, dict):
-        return None
-    ts, dt, di, nb = _real(e.get("ts")), _int(a.get("Device Type")), _int(a.get("Device Id")), _int(a.get("Bytes"))
-    if ts is None or dt is None or di is None or nb is None:
-        return None
-    tot = []
-    for k in ("Total Allocated", "Total Reserved"):
-        v = a.get(k)
-        if v is not None and (_int(v) is None or v < 0):
-            return None
-        tot.append(v)
-    return ts, str(e.get("pid")), str(e.get("tid")), dt, di, nb, tot[0], tot[1]
+    """The record (parsing/memory_events.py) of a [memory] event dict, None when unusable."""
+    return memory_record(e.get("ts"), e.get("pid"), e.get("tid"), e.get("args"))
 
 
 def is_memory_event(e) -> bool:
@@ -104,15 +80,21 @@ def is_host_op(e) -> bool:
     return type(e) is dict and e.get("ph") == "X" and e.get("cat") in HOST_OP_CATS
 
 
-def _innermost_ops(mem: list[tuple], ops: list) -> list[str | None]:
+def _op_of(e) -> tuple | None:
+    """(ts, dur, pid, tid, name) of a host op or range dict with a usable time, else None."""
+    ts, dur = _real(e.get("ts")), _real(e.get("dur"))
+    if ts is None or dur is None or dur < 0:
+        return None
+    return ts, dur, str(e.get("pid")), str(e.get("tid")), e.get("name")
+
+
+def _innermost_ops(mem: list[tuple], ops: list[tuple]) -> list[str | None]:
     """For each memory event (ts, thread key, ...), the name of the innermost host op enclosing it on
-    its thread (see the module doc), None where none does."""
+    its thread (see the module doc), None where none does; ops: (ts, dur, pid, tid, name), in file
+    order (the last tie-break)."""
     by_thread: dict = {}
-    for k, e in enumerate(ops):
-        ts, dur = _real(e.get("ts")), _real(e.get("dur"))
-        if ts is None or dur is None or dur < 0:
-            continue
-        by_thread.setdefault((str(e.get("pid")), str(e.get("tid"))), []).append((ts, -dur, k, ts + dur, e.get("name")))
+    for k, (ts, dur, pid, tid, name) in enumerate(ops):
+        by_thread.setdefault((pid, tid), []).append((ts, -dur, k, ts + dur, name))
     out: list[str | None] = [None] * len(mem)
     mem_by_thread: dict = {}
     for i, m in enumerate(mem):
@@ -143,15 +125,15 @@ def is_range(e) -> bool:
             and not str(e.get("name", "")).startswith(PROFILER_STEP))
 
 
-def range_peaks(mem: list[tuple], ranges: list[dict], top_n: int = MAX_RANGES) -> list[dict]:
+def range_peaks(mem: list[tuple], ranges: list[tuple], top_n: int = MAX_RANGES) -> list[dict]:
     """MEMORY_STAGE_PEAKS rows: per (device, range name), the largest Total Allocated / Reserved of
     the device's records inside any range of that name (start <= ts <= end, every thread: the
-    allocator is the process's), and how many ranges held a record. The top_n by peak allocated."""
+    allocator is the process's), and how many ranges held a record. The top_n by peak allocated.
+    ranges: (ts, dur, pid, tid, name) as _op_of gives them."""
     by_dev: dict = {}
     for m in mem:
         by_dev.setdefault((m[3], m[4]), []).append(m)
-    spans = [(t, t + d, str(e.get("name"))) for e in ranges
-             if (t := _real(e.get("ts"))) is not None and (d := _real(e.get("dur"))) is not None and d >= 0]
+    spans = [(t, t + d, str(name)) for t, d, _pid, _tid, name in ranges]
     out = []
     for (dt, di), recs in sorted(by_dev.items()):
         recs.sort(key=lambda m: m[0])
@@ -189,9 +171,35 @@ def kineto_memory(events: Iterable, base_ns: int = 0, top_n: int = TOP_N) -> dic
             else:
                 mem.append(m)
         elif is_host_op(e):
-            ops.append(e)
+            if (o := _op_of(e)) is not None:
+                ops.append(o)
         elif is_range(e):
-            ranges.append(e)
+            if (o := _op_of(e)) is not None:
+                ranges.append(o)
+    return memory_block(mem, n_bad, ops, ranges, base_ns, top_n)
+
+
+def table_memory(ev, tm, top_n: int = TOP_N) -> dict:
+    """kineto_memory of a trace from its one parse: the [memory] records the parser kept and the
+    host ops / ranges from the Events table (ev: parsing.events.Events, tm: kineto_trace.TraceMemory
+    with raw_ts, the rows' raw times; the same values and file order as the dicts, hence the same
+    block)."""
+    host = ev.lookup(ev.cats, lambda c: c in HOST_OP_CATS)[ev.cat]
+    rng = (ev.lookup(ev.cats, lambda c: c in ANNOTATION_CATS)[ev.cat] & ~host
+           & ev.lookup(ev.names, lambda n: not str(n).startswith(PROFILER_STEP))[ev.name])
+    pids, tids = [str(p) for p in ev.pids], [str(t) for t in ev.tids]
+
+    def rows(mask: np.ndarray) -> list[tuple]:
+        i = np.flatnonzero(mask)
+        return list(zip(tm.raw_ts[i].tolist(), ev.dur[i].tolist(), [pids[p] for p in ev.pid[i].tolist()],
+                        [tids[t] for t in ev.tid[i].tolist()], [ev.names[n] for n in ev.name[i].tolist()]))
+    return memory_block(tm.records, tm.n_bad, rows(host), rows(rng), tm.base_ns, top_n)
+
+
+def memory_block(mem: list[tuple], n_bad: int, ops: list[tuple], ranges: list[tuple], base_ns: int = 0,
+                 top_n: int = TOP_N) -> dict:
+    """kineto_memory's block from the [memory] records, the unusable count, the host ops and the
+    ranges ((ts, dur, pid, tid, name), file order)."""
     base_us = base_ns / 1000.0 if base_ns else 0.0
     op_of = _innermost_ops(mem, ops)
     order = sorted(range(len(mem)), key=lambda i: mem[i][0])

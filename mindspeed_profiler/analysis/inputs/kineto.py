@@ -9,7 +9,7 @@ from pathlib import Path
 
 from mindspeed_profiler import formats
 
-from ..analyzers.memory_peaks import kineto_trace_memory, with_capacity
+from ..analyzers.memory_peaks import kineto_trace_memory, table_memory, with_capacity
 from ..analyzers.trace_summary import summarise
 from ..discover import Capture, not_a_regular_file, read_identity, rel
 from ..parsing import jsonscan
@@ -26,8 +26,11 @@ def is_trace_json(name: str) -> bool:
 def analyse_trace_file(path: Path, top_n: int, want_events: bool) -> tuple[dict, dict | None]:
     trace = read_kineto_trace(path)
     out = summarise(trace.events, top_n)
-    if trace.events.n_memory:   # profile_memory=True: read once more, for the [memory] events only
-        out["memory_records"] = kineto_trace_memory(path, top_n)
+    if trace.events.n_memory:   # profile_memory=True
+        tm = trace.memory
+        # from the one parse; read once more only where its rows are not the raw X events (rare)
+        out["memory_records"] = (table_memory(trace.events, tm, top_n) if tm is not None and tm.raw_ts is not None
+                                 else kineto_trace_memory(path, top_n))
         out["warnings"] = out.get("warnings", []) + out["memory_records"]["warnings"]
     if trace.distributed is not None:
         out["distributed"] = trace.distributed

@@ -15,7 +15,7 @@ import numpy as np
 
 _MBE = ("M", "B", "E")
 _MBEI = ("M", "B", "E", "i", "I")
-MEMORY_EVENT = "[memory]"   # Kineto's allocator events (profile_memory=True): counted here, read by analyzers/memory_peaks.py
+from .memory_events import MEMORY_EVENT, memory_record  # Kineto's allocator events: kept here as records
 MAX_SPAN_US = 3.2e15   # 100 years in microseconds
 _GET6 = itemgetter("name", "cat", "pid", "tid", "ts", "dur")
 # torch >= 2.1 writes a collective's message sizes in the args of `record_param_comms` (and, newer,
@@ -24,6 +24,16 @@ COMM_ARGS_KEY = "In msg nelems"
 COMM_ARG_FIELDS = ("Collective name", "In msg nelems", "Out msg nelems", "Group size", "dtype",
                    "Process Group Name", "Process Group Description", "Process Group Ranks",
                    "In split size", "Out split size")
+
+
+# times_exact of a dict batch: times numpy and memory_peaks read alike (no bool, text, null), keys
+# the Interner keeps as they are (no float or bool: 1, 1.0 and True would share one id)
+_NUMBERS = frozenset((int, float))
+_KEYS = frozenset((str, int, type(None)))
+
+
+def _types(values) -> set:
+    return set(map(type, values))
 
 
 class Interner:
@@ -122,16 +132,29 @@ class EventTable:
     _begin_end: list = field(default_factory=list)
     comm_args: dict = field(default_factory=dict)   # row index -> COMM_ARG_FIELDS present (see Events)
     _n: int = 0                                     # rows added so far (the next row's index)
+    # the [memory] events' records (memory_events.py) and how many were unusable: memory_peaks.py
+    # reads them from here rather than parse the file again
+    memory: list = field(default_factory=list)
+    memory_bad: int = 0
+    # every row's time came from a typed batch as a number that ts + t0_us gives back exactly:
+    # then the rows are the trace's X events with their raw times (what memory_peaks.py needs of
+    # the host ops); False after a dict batch (B / E pairs, junk types) or a lossy time
+    times_exact: bool = True
 
     # -- building ---------------------------------------------------------------------------
-    def add_batch(self, batch: list) -> None:
+    def add_batch(self, batch) -> None:
+        """A list of event dicts, or a typed_events.ColumnBatch (the same events, decoded typed)."""
+        if type(batch) is not list:
+            return self._add_columns(batch)
         self.n_raw += len(batch)
         xs = [e for e in batch if type(e) is dict and e.get("ph") == "X"]
         other = [e for e in batch if type(e) is dict and e.get("ph") in _MBEI] if len(xs) < len(batch) else ()
         for e in other:
             ph = e.get("ph")
             if ph == "i" or ph == "I":
-                self.n_memory += e.get("name") == MEMORY_EVENT
+                if e.get("name") == MEMORY_EVENT:
+                    self.n_memory += 1
+                    self._memory_record(memory_record(e.get("ts"), e.get("pid"), e.get("tid"), e.get("args")))
             elif ph == "M":
                 kind = e.get("name")
                 if kind == "process_name" or kind == "thread_name":
@@ -140,8 +163,33 @@ class EventTable:
                         self._name_of(kind, e.get("pid"), e.get("tid"), str(args.get("name", "")))
             else:   # B / E duration events: paired into complete events in finish()
                 self._begin_end.append(e)
+                self.times_exact = False
         if xs:
             self._add_complete(xs)
+
+    def _add_columns(self, b) -> None:
+        """A typed batch: its values are those the dict path reads (typed_events.py)."""
+        self.n_raw += b.n_raw
+        self.n_memory += b.n_memory
+        for r in b.memory:
+            self._memory_record(r)
+        # pid / tid are ints, strings or None there: hashable, so no _name_of per event
+        pn, tn = self.process_names, self.thread_names
+        for kind, pid, tid, name in b.names_of:
+            if kind == "process_name":
+                pn[pid] = name
+            else:
+                tn[(pid, tid)] = name
+        if b.corr:
+            if self.times_exact and str in set(map(type, b.x[5])):
+                self.times_exact = False    # a text dur: numpy reads it, memory_peaks does not
+            self._append(*b.x, b.corr, b.task, b.comm)
+
+    def _memory_record(self, r: tuple | None) -> None:
+        if r is None:
+            self.memory_bad += 1
+        else:
+            self.memory.append(r)
 
     def _name_of(self, kind: str, pid, tid, name: str) -> None:
         try:
@@ -162,7 +210,18 @@ class EventTable:
         except KeyError:
             name, cat, pid, tid, ts_raw, dur = zip(*[
                 (e.get("name"), e.get("cat"), e.get("pid"), e.get("tid"), e.get("ts"), e.get("dur")) for e in xs])
+        if self.times_exact and not (_types(ts_raw) <= _NUMBERS and _types(dur) <= _NUMBERS
+                                     and all(_types(c) <= _KEYS for c in (name, cat, pid, tid))):
+            self.times_exact = False
         args = [e.get("args") for e in xs]
+        # Kineto links a kernel to its launch by `correlation`, torch_npu's trace_view by `connection_id`
+        corr, task = zip(*[((a.get("correlation", a.get("connection_id", -1)), a.get("Task Type"))
+                            if type(a) is dict else (-1, None)) for a in args])
+        self._append(name, cat, pid, tid, ts_raw, dur, corr, task, self._comm_args_of(args))
+
+    def _append(self, name, cat, pid, tid, ts_raw, dur, corr, task, comm: list) -> None:
+        """Rows from raw columns (sequences of the trace's values, one per complete event); `comm`:
+        (index in these rows, collective fields) of the events that carry them."""
         if self.t0_us is None:
             self.t0_us = self._base(ts_raw)
         c = self._cols
@@ -172,19 +231,18 @@ class EventTable:
         c["tid"].append(self.tids.ids_of(tid))
         c["ts"].append(self._rel(ts_raw))
         c["dur"].append(_floats(dur))
-        # Kineto links a kernel to its launch by `correlation`, torch_npu's trace_view by `connection_id`
-        corr, task = zip(*[((a.get("correlation", a.get("connection_id", -1)), a.get("Task Type"))
-                            if type(a) is dict else (-1, None)) for a in args])
         try:
             corr_a = np.array(corr, dtype=np.int64)
         except (TypeError, ValueError, OverflowError):
             corr_a = np.array([x if type(x) is int and -2**63 <= x < 2**63 else -1 for x in corr], dtype=np.int64)
         c["corr"].append(corr_a)
         c["task"].append(self.tasks.ids_of(task))
-        self._keep_comm_args(args)
-        self._n += len(xs)
+        for i, fields in comm:
+            self.comm_args[self._n + i] = fields
+        self._n += len(ts_raw)
 
-    def _keep_comm_args(self, args: list) -> None:
+    @staticmethod
+    def _comm_args_of(args: list) -> list:
         """The collective fields of the few events that carry them: one membership test per event,
         in C (map / compress: no Python frame per event, this is the parse's hot path). A string or
         list arg holding the key passes the test too, hence the dict check on the hits; an arg
@@ -193,11 +251,7 @@ class EventTable:
             hit = list(compress(count(), map(contains, args, repeat(COMM_ARGS_KEY))))
         except TypeError:
             hit = [i for i, a in enumerate(args) if type(a) is dict and COMM_ARGS_KEY in a]
-        base = self._n
-        for i in hit:
-            a = args[i]
-            if type(a) is dict:
-                self.comm_args[base + i] = {k: a[k] for k in COMM_ARG_FIELDS if k in a}
+        return [(i, {k: a[k] for k in COMM_ARG_FIELDS if k in a}) for i in hit if type(a := args[i]) is dict]
 
     @staticmethod
     def _base(ts_raw) -> int:
@@ -217,7 +271,12 @@ class EventTable:
         except (TypeError, ValueError):
             arr = np.array(ts_raw, dtype=object)
         if arr.dtype.kind in "iuf" and arr.ndim == 1:
-            return arr.astype(np.float64) - base
+            f = arr.astype(np.float64)
+            rel = f - base
+            if self.times_exact and not np.array_equal(rel + base, f):
+                self.times_exact = False
+            return rel
+        self.times_exact = False
         # strings (Ascend: "1704161511420306.491", kept exact relative to the base), None, junk
         out = np.empty(len(ts_raw))
         for i, v in enumerate(ts_raw):

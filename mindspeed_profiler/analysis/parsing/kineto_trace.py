@@ -5,8 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import jsonscan
+import numpy as np
+
+from . import jsonscan, typed_events
 from .events import Events, EventTable
+from .memory_events import as_int
+
+
+@dataclass
+class TraceMemory:
+    """What analyzers/memory_peaks.py needs beyond the Events table, taken in the same parse."""
+    records: list           # memory_events.memory_record of each usable [memory] event, in file order
+    n_bad: int              # unusable [memory] events
+    base_ns: int            # baseTimeNanoseconds by memory_peaks' rule (an int64 > 0, else 0)
+    # per Events row, its raw ts as float (the trace's value, before any baseTimeNanoseconds shift);
+    # None where the rows are not exactly the trace's X events with their raw times (a B / E pair,
+    # a dropped row, a dict batch...): then memory_peaks reads the file again, as before
+    raw_ts: np.ndarray | None
 
 
 @dataclass
@@ -14,6 +29,7 @@ class KinetoTrace:
     events: Events
     distributed: dict | None  # distributedInfo: backend / rank / world_size, when torch.distributed was up
     devices: list[dict] | None = None   # deviceProperties: id, name, total_memory_bytes (CUDA / ROCm traces)
+    memory: TraceMemory | None = None   # with [memory] events only
 
 
 def read_kineto_trace(path: Path) -> KinetoTrace:
@@ -21,9 +37,14 @@ def read_kineto_trace(path: Path) -> KinetoTrace:
     if path.stat().st_size == 0:
         raise jsonscan.TraceFormatError("empty file")
     table = EventTable()
-    rest = jsonscan.load_trace(path, table.add_batch)
+    rest = jsonscan.load_trace(path, table.add_batch, decode=typed_events.BatchDecoder())
     ev = table.finish()
     base_ns = rest.get("baseTimeNanoseconds") if isinstance(rest, dict) else None
+    memory = None
+    if ev.n_memory:   # before the base shift below: ts + t0_us is still the raw time
+        exact = table.times_exact and ev.n_bad == 0
+        mem_base = base_ns if as_int(base_ns) is not None and base_ns > 0 else 0
+        memory = TraceMemory(table.memory, table.memory_bad, mem_base, ev.ts + ev.t0_us if exact else None)
     if isinstance(base_ns, int) and not isinstance(base_ns, bool) and base_ns > 0:
         # newer Kineto writes ts relative to baseTimeNanoseconds (the epoch time of ts 0)
         ev.t0_us += base_ns // 1000
@@ -35,7 +56,8 @@ def read_kineto_trace(path: Path) -> KinetoTrace:
         raise jsonscan.TraceFormatError("no complete ('X') events: not a Chrome/Kineto trace")
     dist = rest.get("distributedInfo") if isinstance(rest, dict) else None
     distributed = {k: dist.get(k) for k in ("backend", "rank", "world_size") if k in dist} if isinstance(dist, dict) else None
-    return KinetoTrace(ev, distributed, device_properties(rest.get("deviceProperties") if isinstance(rest, dict) else None))
+    return KinetoTrace(ev, distributed, device_properties(rest.get("deviceProperties") if isinstance(rest, dict) else None),
+                       memory)
 
 
 def device_properties(raw) -> list[dict] | None:

@@ -1,0 +1,257 @@
+"""One large Kineto trace against "the floor" (run by hand; results go to docs/perf_analysis.md,
+"Past the floor").
+
+    python benchmarks/bench_parse_floor.py [--repeat 5] [--big-mb 500] [--skip-big] [--skip-real] [--no-hta] [--no-hta-big]
+
+Prints, in one run:
+  1. the parse candidates, on the chunks of each real trace (what the streaming loader hands a
+     parser): orjson dicts (the old path), msgspec into typed Structs (ours), msgspec variants
+     (all fields Any, a tagged union per ph), and gunzip variants (isal / zlib-ng when importable);
+  2. on HTA's largest real traces (its tests/data: a 53.7 MB CUDA trace, an 86.9 MB MTIA trace,
+     taken from the HolisticTraceAnalysis repository, MIT, into /tmp; or --real FILE...):
+     the floor (read + gunzip + orjson.loads, GC paused), our parse (read_kineto_trace), our
+     analysis (analyse_capture: load + summary + memory records), interleaved, median and best of
+     --repeat; then each in a child process (wall, peak RSS), and HTA 0.5.0 (TraceAnalysis +
+     get_temporal_breakdown, its pool) in a child;
+  3. a synthetic Kineto trace of --big-mb MB (bench_analyse.write_big): the same three in
+     child processes, wall and peak RSS.
+Ratios are to the floor of the same run.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import gzip
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench_analyse import ours, raw_parse, write_big  # noqa: E402
+from mindspeed_profiler.analysis.parsing import typed_events as te  # noqa: E402
+
+HTA_REPO = Path(os.environ.get("HTA_REPO", "/work/.mirror/facebookresearch+HolisticTraceAnalysis/repo"))
+HTA_TRACES = ("tests/data/df_index_resolver/df_index_resolver.json.gz",      # CUDA, 53.7 MB of JSON
+              "tests/data/mtia_trace_single_rank/mtia_rank_0.json.gz")       # MTIA, 86.9 MB
+WORK = Path(tempfile.gettempdir()) / "bench_parse_floor"
+
+# each child prints "<seconds inside the child> <peak RSS MB>" on its last line; imports happen
+# before the clock starts (our package, numpy and msgspec take 0.3-0.5 s on a loaded box), but
+# analyse_capture's own lazy imports of the analyzers, which are part of an analysis
+CHILD_IMPORTS = {
+    "floor": "from bench_analyse import raw_parse",
+    "ours parse": "from mindspeed_profiler.analysis.parsing.kineto_trace import read_kineto_trace",
+    "ours analysis": "from bench_analyse import ours",
+}
+CHILD = {
+    "floor": "raw_parse(p)",
+    "ours parse": "read_kineto_trace(p)",
+    "ours analysis": "ours(p)",
+    "HTA": ("import logging; logging.disable(logging.CRITICAL); from hta.trace_analysis import TraceAnalysis; "
+            "TraceAnalysis(trace_dir=str(p.parent)).get_temporal_breakdown(visualize=False)"),
+}
+CHILD_WRAP = ("import sys, time, resource; sys.path[:0] = {paths!r}; from pathlib import Path; p = Path(sys.argv[1]); "
+              "{imports}; t = time.perf_counter(); {body}; t = time.perf_counter() - t; "
+              "hwm = int(next(x for x in open('/proc/self/status') if x.startswith('VmHWM')).split()[1]); "
+              "print(t, max(hwm, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024)")
+# peak RSS: VmHWM, not ru_maxrss (Linux carries ru_maxrss over exec: a child of a big parent would
+# report the parent's size); RUSAGE_CHILDREN for HTA's pool workers
+
+
+def real_traces(given: list[str]) -> list[Path]:
+    if given:
+        return [Path(g) for g in given]
+    out = []
+    for rel in HTA_TRACES:
+        dst = WORK / "real" / Path(rel).parent.name / Path(rel).name   # one trace per directory (HTA reads a dir)
+        if not dst.exists():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            blob = subprocess.run(["git", f"--git-dir={HTA_REPO}", "show", f"HEAD:{rel}"], capture_output=True, check=True).stdout
+            dst.write_bytes(blob)
+        out.append(dst)
+    return out
+
+
+def child(kind: str, path: Path, timeout: float = 3600) -> tuple[float, float, float]:
+    """(wall s, in-child s, peak RSS MB) of one measurement in a fresh process."""
+    here = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+    imports = CHILD_IMPORTS.get(kind, "pass")
+    code = CHILD_WRAP.format(paths=here, imports=imports, body=CHILD[kind])
+    t = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=timeout)
+    wall = time.perf_counter() - t
+    if p.returncode != 0:
+        raise RuntimeError(f"{kind}: {p.stderr[-1500:]}")
+    inside, rss = (float(x) for x in p.stdout.strip().splitlines()[-1].split())
+    return wall, inside, rss
+
+
+def timed(fn, *a) -> float:
+    gc.collect()
+    t = time.perf_counter()
+    fn(*a)
+    return time.perf_counter() - t
+
+
+def interleaved(path: Path, repeat: int) -> dict[str, list[float]]:
+    from mindspeed_profiler.analysis.parsing.kineto_trace import read_kineto_trace
+    fns = {"floor": raw_parse, "ours parse": read_kineto_trace, "ours analysis": ours}
+    res: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeat):
+        for k, fn in fns.items():
+            res[k].append(timed(fn, path))
+    return res
+
+
+# -- the candidates ------------------------------------------------------------------------------
+def _array_chunks(path: Path, size: int = 256 << 10) -> list[bytes]:
+    """The event array cut into JSON arrays of ~`size` bytes, as the streaming loader cuts it."""
+    arr = orjson.dumps(raw_parse(path)["traceEvents"])
+    out, pos = [], 1
+    while pos < len(arr) - 1:
+        j = arr.find(b"},{", pos + size)
+        j = len(arr) - 2 if j < 0 else j
+        out.append(b"[" + arr[pos:j + 1] + b"]")
+        pos = j + 2
+    return out
+
+
+class AnyEvent(msgspec.Struct, gc=False):
+    """A candidate: the same fields, untyped (anything decodes, nothing falls back)."""
+    ph: Any = None
+    name: Any = None
+    cat: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    args: te.Args | None = te.NO_ARGS
+
+
+class OneEvent(msgspec.Struct, gc=False):
+    """A candidate (the typed decoder's first version): one Struct for every phase."""
+    ph: str | None = None
+    name: str | None = None
+    cat: str | None = None
+    pid: te.Int | str | None = None
+    tid: te.Int | str | None = None
+    ts: te.Num = None
+    dur: te.Num = None
+    args: te.Args | None = te.NO_ARGS
+
+
+def parse_candidates() -> dict:
+    return {
+        "orjson.loads -> dicts (before)": orjson.loads,
+        "msgspec.json.decode -> dicts": msgspec.json.Decoder().decode,
+        "msgspec one typed Struct for every ph (first version)": msgspec.json.Decoder(list[OneEvent]).decode,
+        "msgspec Structs, fields Any": msgspec.json.Decoder(list[AnyEvent]).decode,
+        "msgspec typed Struct per ph, tagged union (ours)": te._DECODER.decode,
+        "  + columns (typed_events.columns)": lambda b: te.columns(te._DECODER.decode(b)),
+    }
+
+
+def gunzip_candidates(path: Path) -> dict:
+    raw = path.read_bytes()
+
+    def stream(opener) -> None:
+        with opener(path, "rb") as f:
+            while f.read(256 << 10):
+                pass
+
+    def read_ahead() -> None:
+        from mindspeed_profiler.analysis.parsing import jsonscan
+        for _ in jsonscan._chunks(path):
+            pass
+    out = {"gzip.decompress (the floor's)": lambda: gzip.decompress(raw), "gzip.open, 256 KB reads (before)": lambda: stream(gzip.open),
+           "read-ahead thread, gzip (ours)": read_ahead}
+    for name, mod, attr in (("isal igzip", "isal.igzip", "open"), ("zlib-ng gzip_ng", "zlib_ng.gzip_ng", "open")):
+        try:
+            opener = getattr(__import__(mod, fromlist=[attr]), attr)
+        except ImportError:
+            continue
+        out[f"{name}.open, 256 KB reads"] = lambda o=opener: stream(o)
+    return out
+
+
+def compare(cands: dict, arg_sets: list, repeat: int) -> None:
+    res: dict[str, list[float]] = {k: [] for k in cands}
+    gc.disable()
+    try:
+        for _ in range(repeat):
+            for k, fn in cands.items():
+                t = time.perf_counter()
+                for a in arg_sets:
+                    r = fn(*a)
+                    del r
+                res[k].append(time.perf_counter() - t)
+    finally:
+        gc.enable()
+    base = statistics.median(next(iter(res.values())))
+    for k, v in res.items():
+        m = statistics.median(v)
+        print(f"| {k} | {m:.3f} | {min(v):.3f} | {m / base:.2f} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--real", nargs="*", default=[], help="trace files (default: HTA's two largest)")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--big-mb", type=int, default=500)
+    ap.add_argument("--skip-big", action="store_true")
+    ap.add_argument("--no-hta", action="store_true")
+    ap.add_argument("--no-hta-big", action="store_true", help="no HTA on the synthetic trace (it runs > 7 min on 500 MB)")
+    ap.add_argument("--skip-real", action="store_true", help="only the synthetic trace")
+    ap.add_argument("--extra-site", help="a directory holding isal / zlib-ng, for the gunzip candidates")
+    args = ap.parse_args()
+    if args.extra_site:
+        sys.path.append(args.extra_site)
+    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
+    traces = [] if args.skip_real else real_traces(args.real)
+    for path in traces:
+        print(f"\n## {path.name}: {path.stat().st_size / 1e6:.1f} MB gz, {len(gzip.decompress(path.read_bytes())) / 1e6:.1f} MB JSON")
+        print("\nparse candidates (all chunks of the event array, 256 KB each; median / best of", args.repeat, "s)\n")
+        print("| candidate | median s | best s | / first |\n|---|---:|---:|---:|")
+        compare(parse_candidates(), [(c,) for c in _array_chunks(path)], args.repeat)
+        print("\ngunzip candidates\n\n| candidate | median s | best s | / first |\n|---|---:|---:|---:|")
+        compare(gunzip_candidates(path), [()], args.repeat)
+        res = interleaved(path, args.repeat)
+        fl = statistics.median(res["floor"])
+        print(f"\nin-process, interleaved, median / best of {args.repeat}\n\n| | median s | best s | / floor |\n|---|---:|---:|---:|")
+        for k, v in res.items():
+            print(f"| {k} | {statistics.median(v):.3f} | {min(v):.3f} | {statistics.median(v) / fl:.2f} |")
+        _children(path, not args.no_hta)
+    if not args.skip_big:
+        big = WORK / "big" / "huge_rank0.pt.trace.json"
+        big.parent.mkdir(parents=True, exist_ok=True)
+        n = write_big(big, args.big_mb)
+        print(f"\n## synthetic: {big.stat().st_size / 1e6:.0f} MB JSON (not gzipped), {n:,} complete events")
+        _children(big, not (args.no_hta or args.no_hta_big))
+        big.unlink()
+
+
+def _children(path: Path, hta: bool) -> None:
+    print("\nchild processes (one each)\n\n| | wall s | in-child s | peak RSS MB | / floor (in-child) |\n|---|---:|---:|---:|---:|")
+    base = None
+    for kind in ("floor", "ours parse", "ours analysis") + (("HTA",) if hta else ()):
+        try:
+            wall, inside, rss = child(kind, path)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            print(f"| {kind} | failed: {str(exc)[-200:]!r} | | | |")
+            continue
+        base = base or inside
+        print(f"| {kind} | {wall:.2f} | {inside:.2f} | {rss:.0f} | {inside / base:.2f} |")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
