@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-ORDER = ["perf_profiler.md", "perf_ondemand.md", "perf_tracing.md", "perf_analysis.md", "perf_scale.md"]
+ORDER = ["perf_profiler.md", "perf_ondemand.md", "perf_tracing.md", "perf_analysis.md", "perf_scale.md", "perf_timeline.md"]
 
 HEADER = """# Performance: overhead and speed, measured
 
@@ -24,7 +24,9 @@ time. The sections below are assembled from `docs/perf_*.md` by `benchmarks/asse
 | `bench_markers.py`, `bench_tracer.py` | a decorated call with profiling off; a span with the tracer on vs RLinf's per-event Ray call | Markers and tracer |
 | `bench_analyse.py` | analysis vs raw JSON parse vs HolisticTraceAnalysis; a 500 MB trace in bounded memory | Offline analysis |
 | `bench_analyse_ray.py` | `analyse --ray` on 1,200 captures over simulated nodes: bytes sent to the driver, driver memory, wall time vs the local pool | Offline analysis |
+| `bench_parse_floor.py` | one large trace: the floor (gunzip + orjson.loads), our parse and analysis, HTA; real >= 50 MB traces and a synthetic 500 MB one; the decoding candidates | Offline analysis: past the floor |
 | `bench_scale.py` | `analyse -j 2` on 10 / 100 / 1,000 / 10,000 captures of a real GPU rank: wall time, driver peak RSS, summary.json, capture_totals.jsonl and analysis.db sizes | Cluster scale |
+| `bench_merge.py` | the timeline merge (timeline.json + timeline.pftrace) of 200 / 1,000 segments x 20,000 spans: wall, peak RSS, sizes; old vs new | Timeline merge at scale |
 """
 
 

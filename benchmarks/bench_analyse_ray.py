@@ -21,7 +21,6 @@ come back too).
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import shutil

@@ -20,6 +20,7 @@ import orjson
 
 from mindspeed_profiler import formats
 from mindspeed_profiler._warn import warn_once
+from mindspeed_profiler import fileio
 from mindspeed_profiler.fileio import atomic_path
 
 from .rows import INT64, Record
@@ -61,7 +62,8 @@ def write_summary(path: Path, summary: dict) -> None:
     at a time) so that a 10,000-capture summary is never one string in memory. An integer JSON cannot
     carry as one (beyond 64 bits) becomes a float and a warning, never a lost summary."""
     found: list[str] = []
-    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+
+    def write(fh: BinaryIO) -> None:
         _write_object(fh, summary, found)
         if found:   # rewrite with the warning in (rare: only for crafted inputs)
             fh.seek(0)
@@ -71,22 +73,27 @@ def write_summary(path: Path, summary: dict) -> None:
                 f"{len(found)} integer(s) beyond 64 bits written as floats (first at {found[0]}): a crafted value in an input"]
             _write_object(fh, clean, [])
 
+    fileio.write_atomic(path, write)   # its permissions and O_NOFOLLOW; the old summary stays whole on failure
+
 
 def _write_object(fh: BinaryIO, summary: dict, found: list[str]) -> None:
+    def put(data: bytes) -> None:
+        fileio._write_bytes(fh, data)   # the one seam where the tests fill the disk
+
     if not summary:
-        fh.write(b"{}")
+        put(b"{}")
         return
-    fh.write(b"{")
+    put(b"{")
     for n, (k, v) in enumerate(summary.items()):
-        fh.write((b",\n  " if n else b"\n  ") + orjson.dumps(str(k)) + b": ")
+        put((b",\n  " if n else b"\n  ") + orjson.dumps(str(k)) + b": ")
         if isinstance(v, list) and v:   # captures, findings, stage_rank...: one item at a time
-            fh.write(b"[")
+            put(b"[")
             for i, c in enumerate(v):
-                fh.write((b",\n    " if i else b"\n    ") + _nested(_dump(c, f"/{k}/{i}", found), 2))
-            fh.write(b"\n  ]")
+                put((b",\n    " if i else b"\n    ") + _nested(_dump(c, f"/{k}/{i}", found), 2))
+            put(b"\n  ]")
         else:
-            fh.write(_nested(_dump(v, f"/{k}", found), 1))
-    fh.write(b"\n}")
+            put(_nested(_dump(v, f"/{k}", found), 1))
+    put(b"\n}")
 
 
 def _fit_ints(v, where: str, found: list[str]):
