@@ -163,3 +163,11 @@ def test_memory_does_not_grow_with_the_spans(tmp_path):
     large = _peak_bytes(tmp_path, 30, 1000)
     assert large < 3 * small, (small, large)
     assert large < 30_000 * 400, large   # well under the old ~1.5 KB per span
+
+
+def test_no_pftrace_writes_the_json_only(tmp_path, capsys):
+    d = _random_dir(tmp_path, workers=2, spans=20)
+    assert cli_main(["merge", str(d), "--no-pftrace"]) == 0
+    assert (d / "timeline.json").is_file() and not (d / "timeline.pftrace").exists()
+    assert "ui.perfetto.dev" not in capsys.readouterr().out
+    assert cli_main(["merge", str(d)]) == 0 and (d / "timeline.pftrace").is_file()
