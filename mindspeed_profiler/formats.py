@@ -324,6 +324,14 @@ DB_FILE = "analysis.db"
 # each capture's complete per-name totals (op_totals, kernel_totals), one JSON line per capture, beside
 # summary.json; a capture record's `totals` = {file, offset, bytes} says where its line is
 CAPTURE_TOTALS_FILE = "capture_totals.jsonl"
+# Above INLINE_DETAIL_MAX captures, each capture's per-capture lists (its top lists and the straggler
+# analysis' blocks: most of what is left of a record) go to its capture_totals.jsonl line too, so that
+# summary.json stays small at 10,000 ranks; the record's `totals.detail` names the keys moved, and
+# outputs.load_summary puts them back.
+INLINE_DETAIL_MAX = 1000
+DETAIL_KEYS = ("top_ops", "top_ops_by_device", "top_kernels", "kernel_types", "annotations", "idle_causes",
+               "kernel_launches", "collective_kernels", "communication_ops", "memory_records", "ascend_free",
+               "step_trace")
 SUMMARY_SCHEMA = 1
 # JSON files that are never traces, wherever they lie.
 NOT_TRACE_FILES = frozenset({

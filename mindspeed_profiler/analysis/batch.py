@@ -83,18 +83,21 @@ def analyse_directory(root: str | Path, jobs: int | None = None, export_type: st
                       python: str = sys.executable, write: bool = True, run: str | None = None,
                       limits: Limits | None = None, ray: bool = False, ray_address: str | None = None,
                       ray_task_cpus: float = 0.5, fn: Callable = analyse_capture,
-                      collector: Collector | None = None, peak_tflops: float | None = None) -> tuple[dict, int]:
+                      collector: Collector | None = None, peak_tflops: float | None = None,
+                      inline_detail_max: int = formats.INLINE_DETAIL_MAX) -> tuple[dict, int]:
     """Analyse everything under `root` (only run `run`'s captures when given); write the outputs
     (unless write=False); return (summary, exit code). With ray=True, on every node of a Ray
     cluster, each capture where it lies (ray_batch.py; `root` as each node sees it). `collector`:
     any object with `collect(root, CollectOptions) -> Collected` (overrides `ray`). `peak_tflops`: the
-    device peak the tracker's MFU is recomputed for (analyse --peak-tflops)."""
+    device peak the tracker's MFU is recomputed for (analyse --peak-tflops). `inline_detail_max`: with
+    more captures than this, each one's top lists and collective blocks (formats.DETAIL_KEYS) are
+    written to capture_totals.jsonl, not summary.json (load_summary puts them back)."""
     t_start = time.perf_counter()
     root = Path(root)
     jobs = jobs or os.cpu_count() or 1
     # each capture's totals go to capture_totals.jsonl as it finishes (the driver keeps a small
     # record per capture); an analysis that writes nothing keeps them inline
-    spool = TotalsSpool(_spool_dir(root, out_dir)) if write else None
+    spool = TotalsSpool(_spool_dir(root, out_dir), inline_detail_max) if write else None
     events = EventSpool(_spool_dir(root, out_dir)) if write and export_type == "db" else None
     names: dict = {}
 
@@ -184,6 +187,10 @@ def _analyse(root: Path, opts: CollectOptions, collector: Collector | None, ray:
         out.mkdir(parents=True, exist_ok=True)
         if spool is not None:
             spool.commit(out, captures)
+            if spool.n_detail:
+                opts.log(f"analyse: {len(captures):,} captures (more than {spool.detail_max:,}): each one's top lists and "
+                         f"collective blocks are in {formats.CAPTURE_TOTALS_FILE} with its totals, not in "
+                         f"{formats.SUMMARY_FILE} (its captures[*].totals.detail names them)")
         located(summary, out)
         if export_type == "db":
             write_db(out / formats.DB_FILE, summary, results, events)

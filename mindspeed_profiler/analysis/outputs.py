@@ -6,7 +6,10 @@ do not stay in the driver's memory nor in summary.json: `TotalsSpool` appends th
 capture_totals.jsonl as each capture finishes, and the capture's record keeps
 `totals: {file, offset, bytes}`, where its line is. `TotalsReader` gives them back, from that
 file or inline (summary.json files written before, and analyses that write nothing, hold them
-inline). summary.json is written piece by piece, so it never exists whole in memory as bytes.
+inline). Above formats.INLINE_DETAIL_MAX captures, `commit` writes each capture's per-capture lists
+(formats.DETAIL_KEYS) into its line too, `write_summary` leaves them out of summary.json and
+`load_summary` puts them back. summary.json is written piece by piece, so it never exists whole in
+memory as bytes.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from .rows import INT64, Record
 
 TOTALS_KEYS = ("op_totals", "kernel_totals")
 _OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+_LINE_OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
 
 class Summary(dict):
@@ -89,11 +93,26 @@ def _write_object(fh: BinaryIO, summary: dict, found: list[str]) -> None:
         if isinstance(v, list) and v:   # captures, findings, stage_rank...: one item at a time
             put(b"[")
             for i, c in enumerate(v):
+                if k == "captures":
+                    c = without_detail(c)
                 put((b",\n    " if i else b"\n    ") + _nested(_dump(c, f"/{k}/{i}", found), 2))
             put(b"\n  ]")
         else:
             put(_nested(_dump(v, f"/{k}", found), 1))
     put(b"\n}")
+
+
+def moved_detail(c: Any) -> list[str]:
+    """The keys of capture record `c` that are in its capture_totals.jsonl line, not in summary.json."""
+    ref = c.get("totals") if isinstance(c, dict) else None
+    keys = ref.get("detail") if isinstance(ref, dict) else None
+    return [k for k in keys if isinstance(k, str)] if isinstance(keys, list) else []
+
+
+def without_detail(c: Any) -> Any:
+    """A capture record as summary.json holds it: without the keys moved to its totals line."""
+    moved = moved_detail(c)
+    return {k: v for k, v in c.items() if k not in moved} if moved else c
 
 
 def _fit_ints(v, where: str, found: list[str]):
@@ -112,9 +131,28 @@ def _fit_ints(v, where: str, found: list[str]):
 
 
 def load_summary(path: Path) -> Summary:
-    """summary.json, knowing its directory (its captures' totals file is there)."""
+    """summary.json, knowing its directory (its captures' totals file is there), each capture's
+    detail moved to capture_totals.jsonl (a run of more than formats.INLINE_DETAIL_MAX captures) put
+    back in its record, read one line at a time."""
     path = Path(path)
-    return located(orjson.loads(path.read_bytes()), path.parent)
+    summary = located(orjson.loads(path.read_bytes()), path.parent)
+    return inline_detail(summary)
+
+
+def inline_detail(summary: Summary) -> Summary:
+    """`summary` with every capture's moved detail keys back in its record (a missing file or a
+    corrupt line is reported once by TotalsReader; that capture stays without them)."""
+    captures = summary.get("captures")
+    if not isinstance(captures, list) or not any(moved_detail(c) for c in captures):
+        return summary
+    with TotalsReader(summary) as rd:
+        for c in captures:
+            moved = moved_detail(c)
+            line = rd.line(c) if moved else None
+            for k in moved:
+                if line is not None and k in line:
+                    c[k] = line[k]
+    return summary
 
 
 def find_summary(p: str | Path) -> Path | None:
@@ -160,8 +198,10 @@ class TotalsSpool:
     the captures' order. Spooled first in `spool_dir` (the output directory, where known), else in
     the system's temporary directory."""
 
-    def __init__(self, spool_dir: Path | None = None):
+    def __init__(self, spool_dir: Path | None = None, detail_max: int = formats.INLINE_DETAIL_MAX):
         self.spool_dir = spool_dir
+        self.detail_max = detail_max   # above this many captures, commit() moves their formats.DETAIL_KEYS too
+        self.n_detail = 0               # captures whose detail commit() moved
         self.names: dict = {}
         self._fh: BinaryIO | None = None
         self._tmp: Path | None = None
@@ -187,7 +227,7 @@ class TotalsSpool:
         moved = {k: c[k] for k in TOTALS_KEYS if k in c}
         if not moved or self.error:
             return res
-        line = orjson.dumps({"path": c.get("path"), **moved}, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS) + b"\n"
+        line = orjson.dumps({"path": c.get("path"), **moved}, option=_LINE_OPTS) + b"\n"
         try:
             self._open().write(line)
         except (OSError, TypeError) as exc:   # disk full, a crafted value: keep them inline, say so once
@@ -204,9 +244,12 @@ class TotalsSpool:
     def commit(self, out: Path, captures: list[dict]) -> None:
         """The file into `out`, in the order of `captures` (summary.json's: the same bytes whatever
         order the captures finished in, here or on a Ray cluster), each record's `totals` updated;
-        read from the spool one line at a time."""
+        read from the spool one line at a time. With more than `detail_max` captures, each record's
+        formats.DETAIL_KEYS go into its line too (named in `totals.detail`; write_summary then
+        leaves them out of summary.json; the records in memory keep them)."""
         if self._fh is None:
             return
+        detail = formats.DETAIL_KEYS if len(captures) > self.detail_max else ()
         self._fh.close()
         self._fh = None
         assert self._tmp is not None
@@ -218,8 +261,16 @@ class TotalsSpool:
                     continue
                 src.seek(ref["offset"])
                 line = src.read(ref["bytes"])
+                moved = [k for k in detail if k in c]
+                if moved:
+                    try:
+                        line = orjson.dumps({**orjson.loads(line), **{k: c[k] for k in moved}}, option=_LINE_OPTS) + b"\n"
+                    except TypeError:   # an integer beyond 64 bits (crafted): summary.json keeps this one's detail
+                        moved = []
+                self.n_detail += bool(moved)
                 fh.write(line)
-                c["totals"] = {"file": formats.CAPTURE_TOTALS_FILE, "offset": offset, "bytes": len(line)}
+                c["totals"] = {"file": formats.CAPTURE_TOTALS_FILE, "offset": offset, "bytes": len(line),
+                               **({"detail": moved} if moved else {})}
                 offset += len(line)
         self.discard()
 
@@ -263,10 +314,16 @@ class TotalsReader:
             return c[key]
         if not isinstance(c.get("totals"), dict):
             return None
+        line = self.line(c)
+        return None if line is None else line.get(key)
+
+    def line(self, c: dict) -> dict | None:
+        """Capture record `c`'s whole line of the totals file (None: it has none, or it cannot be read)."""
+        if not isinstance(c.get("totals"), dict):
+            return None
         if self._last is None or self._last[0] != id(c):   # op_totals then kernel_totals: one read
             self._last = (id(c), self._line(c, c["totals"]))
-        line = self._last[1]
-        return None if line is None else line.get(key)
+        return self._last[1]
 
     def _file(self, name: str) -> BinaryIO | None:
         if name not in self._files:
