@@ -284,3 +284,21 @@ def test_a_rule_found_on_every_rank_is_listed_ten_times_and_counted():
     assert all("n_like_this" not in f["evidence"] for f in found[1:])
     few = [f for f in advisor.findings({"captures": caps[:3]}) if f["id"] == "host_bound"]
     assert len(few) == 3 and all("n_like_this" not in f["evidence"] and "worst of" not in f["title"] for f in few)
+
+
+def test_findings_held_as_they_come_are_the_ones_a_full_sort_keeps(monkeypatch):
+    """advisor.Worst trims each rule's findings while the rule runs (a rule firing on 10,000 ranks
+    holds ~10, not 60,000): the result must be exactly the full list sorted and cut, ties included."""
+    row = {"device": "0", "idle_us": 600.0, "kernel_wait_us": 50.0, "other_us": 50.0}
+    # 600 findings over 3 streams, impacts with many exact ties, in an order that is not the ranking
+    caps = [_cap(f"actor_rank{r}", r, wall_us=1000.0,
+                 idle_causes=[dict(row, stream=s, host_wait_us=400.0 + (r * 7919 % 37)) for s in (7, 8, 9)])
+            for r in range(200)]
+    summary = {"captures": caps, "slow_ranks": [{"stage": "s", "rank": r, "flagged": True, "ratio": 1.5 + r % 3,
+                                                  "us": 100.0, "median_us": 50.0} for r in range(40)]}
+    got = advisor.findings(summary)
+    monkeypatch.setattr(advisor.Worst, "_trim", lambda self: None)   # the full lists, cut only at the end
+    full = advisor.findings(summary)
+    assert got == full
+    hb = [f for f in got if f["id"] == "host_bound"]
+    assert len(hb) == advisor.MAX_PER_RULE and hb[0]["evidence"]["n_like_this"] == 600

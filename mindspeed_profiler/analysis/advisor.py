@@ -62,7 +62,7 @@ def straggler(summary: dict) -> list[Finding]:
     """A rank the others wait for at the collectives (stragglers table, clocks aligned on the ends),
     net of its own waits for them: two ranks that are late in turn are no straggler."""
     caps = {(c.get("run_id"), c.get("role"), c.get("stage"), c.get("rank")): c for c in summary.get("captures") or []}
-    out = []
+    out = Worst()
     for r in q.STRAGGLERS.rows(summary):
         victim, net = r.get("worst_victim_rank"), r.get("worst_victim_net_us") or 0.0
         job = (r.get("run_id"), r.get("role"), r.get("stage"))
@@ -112,7 +112,7 @@ def _straggler_cause(r: dict) -> tuple[str, str]:
 
 def comm_bound(summary: dict) -> list[Finding]:
     """A capture whose device time is mostly communication not hidden under compute."""
-    out = []
+    out = Worst()
     for r in q.BREAKDOWN.rows(summary):
         busy, exposed = r.get("busy_us") or 0.0, r.get("communication_exposed_us") or 0.0
         if busy <= 0 or exposed / busy < COMM_BOUND_SHARE:
@@ -132,7 +132,7 @@ def comm_bound(summary: dict) -> list[Finding]:
 def host_bound(summary: dict) -> list[Finding]:
     """A device stream that waited for the host to launch its work much of the capture's time."""
     walls = {c.get("path"): c.get("wall_us") or 0.0 for c in summary.get("captures") or []}
-    out = []
+    out = Worst()
     for r in q.IDLE_CAUSES.rows(summary):
         host, wall = r.get("host_wait_us") or 0.0, walls.get(r.get("path")) or 0.0
         if wall <= 0 or host / wall < HOST_BOUND_SHARE:
@@ -149,7 +149,7 @@ def host_bound(summary: dict) -> list[Finding]:
 
 def slow_link(summary: dict) -> list[Finding]:
     """A link far below its transport's others (links table)."""
-    out = []
+    out = Worst()
     for r in q.LINKS.rows(summary):
         if not r.get("slow"):
             continue
@@ -166,7 +166,7 @@ def slow_link(summary: dict) -> list[Finding]:
 
 def slow_rank(summary: dict) -> list[Finding]:
     """A rank of a stage well above the median of its group (slow_ranks table: data-parallel imbalance)."""
-    out = []
+    out = Worst()
     for r in q.SLOW_RANKS.rows(summary):
         if not r.get("flagged"):
             continue
@@ -237,7 +237,7 @@ def group_idle(summary: dict) -> list[Finding]:
         return []
     busiest = min(share, key=lambda role: (share[role], role))
     n_all = sum(len(workers[role]) for role in share)
-    out = []
+    out = Worst()
     for role, s in sorted(share.items()):
         if role == busiest or s < GROUP_IDLE_SHARE or s <= share[busiest]:
             continue
@@ -264,7 +264,7 @@ def memory_near_capacity(summary: dict) -> list[Finding]:
     """A device whose peak reserved (else allocated) memory is close to its capacity: the tracker's
     perf/max_memory_reserved_gb over perf/memory_capacity_gb, or a GPU capture's memory records
     over the trace's deviceProperties."""
-    out = []
+    out = Worst()
     for (role, rank), rows in sorted(_tracker_workers(summary).items(), key=lambda kv: tuple(map(str, kv[0]))):
         top = maxima(rows)
         used = top.get("perf/max_memory_reserved_gb", top.get("perf/max_memory_allocated_gb"))
@@ -305,7 +305,7 @@ def latency_bound(summary: dict) -> list[Finding]:
             p["us"] += floor
             p["calls"] += r.get("n_timed") or 0
             p["names"].add(str(r.get("collective")))
-    out = []
+    out = Worst()
     for path, p in sorted(per.items(), key=lambda kv: str(kv[0])):
         wall = walls.get(path) or 0.0
         if wall <= 0 or p["us"] / wall < LATENCY_BOUND_SHARE:
@@ -343,7 +343,7 @@ def low_mfu(summary: dict) -> list[Finding]:
             if stage and is_train_stage(stage):
                 acc.setdefault((role, stage), []).append(
                     (mfu, m.get(f"timing_s/{stage}") or 0.0, m.get("timing_s/iteration") or 0.0))
-    out = []
+    out = Worst()
     for (role, stage), vals in sorted(acc.items(), key=lambda kv: tuple(map(str, kv[0]))):
         mfu = sum(v[0] for v in vals) / len(vals)
         t_stage, t_iter = sum(v[1] for v in vals) / len(vals), sum(v[2] for v in vals) / len(vals)
@@ -368,22 +368,67 @@ RULES: tuple[Callable[[dict], list[Finding]], ...] = (
 
 def findings(summary: dict, rules: Iterable[Callable[[dict], list[Finding]]] = RULES) -> list[Finding]:
     """Every rule's findings, largest impact first (a failing rule is a finding of its own kind: never raised)."""
-    out: list[Finding] = []
+    out = Worst()
     for rule in rules:
         try:
-            out += rule(summary)
+            out.merge(rule(summary))
         except Exception as exc:   # one rule's bug never loses the others' findings
             out.append(_finding("advisor_error", f"rule {rule.__name__} failed: {type(exc).__name__}: {exc}", 0.0,
                                 {}, "report this", "the-advisor"))
-    return _at_most_per_rule(sorted(out, key=lambda f: (-f["impact"], f["id"], f["title"])), MAX_PER_RULE)
+    return _at_most_per_rule(sorted(out, key=_rank_key), MAX_PER_RULE, out.counts)
 
 
-def _at_most_per_rule(ranked: list[Finding], keep: int) -> list[Finding]:
+def _rank_key(f: Finding) -> tuple:
+    return (-f["impact"], f["id"], f["title"])
+
+
+class Worst(list):
+    """A rule's findings as they come, holding at most `keep` per rule id (the worst, in the order
+    findings() ranks them) and counting all: a rule that fires on every one of 10,000 ranks does
+    not hold 60,000 findings at once (~50 MB on the driver) to keep 10."""
+
+    def __init__(self, keep: int | None = None):
+        super().__init__()
+        self.keep = MAX_PER_RULE if keep is None else keep
+        self.counts: dict[str, int] = {}
+        self._limit = 4 * self.keep + 16
+
+    def append(self, f: Finding) -> None:
+        self.counts[f["id"]] = self.counts.get(f["id"], 0) + 1
+        super().append(f)
+        if len(self) > self._limit:
+            self._trim()
+
+    def merge(self, found: Iterable[Finding]) -> None:
+        """Another rule's findings (a Worst: with the counts of those it dropped)."""
+        counts = getattr(found, "counts", None)
+        for f in found:
+            super().append(f)
+            if counts is None:
+                self.counts[f["id"]] = self.counts.get(f["id"], 0) + 1
+        for k, n in (counts or {}).items():
+            self.counts[k] = self.counts.get(k, 0) + n
+        self._trim()
+
+    def _trim(self) -> None:
+        seen: dict[str, int] = {}
+        kept = []
+        for f in sorted(self, key=_rank_key):   # stable: equal keys keep their order, as in findings()
+            seen[f["id"]] = seen.get(f["id"], 0) + 1
+            if seen[f["id"]] <= self.keep:
+                kept.append(f)
+        self[:] = kept
+        self._limit = max(4 * self.keep + 16, 2 * len(self))
+
+
+def _at_most_per_rule(ranked: list[Finding], keep: int, total: dict[str, int] | None = None) -> list[Finding]:
     """The `keep` worst findings of each rule; the worst of a trimmed rule says how many there were
-    (evidence n_like_this) and where all of them are (its table)."""
-    total: dict[str, int] = {}
-    for f in ranked:
-        total[f["id"]] = total.get(f["id"], 0) + 1
+    (evidence n_like_this; `total`: the counts per rule where `ranked` is already trimmed) and
+    where all of them are (its table)."""
+    if total is None:
+        total = {}
+        for f in ranked:
+            total[f["id"]] = total.get(f["id"], 0) + 1
     out, seen = [], {}
     for f in ranked:
         n = seen[f["id"]] = seen.get(f["id"], 0) + 1
