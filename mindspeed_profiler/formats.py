@@ -251,6 +251,12 @@ TIMELINE_FILES = (TIMELINE_FILE, TIMELINE_FILE + ".gz")  # readers take either, 
 TIMELINE_PFTRACE_FILE = "timeline.pftrace"   # the same timeline as Perfetto's protobuf trace, beside it
 
 
+def pftrace_name(json_name: str) -> str:
+    """`timeline.pftrace` for `timeline.json` or `timeline.json.gz` (`timeline.<run_id>.pftrace` for a
+    run's file): the protobuf trace the merge writes beside the JSON."""
+    return json_name.removesuffix(".gz").removesuffix(".json") + TIMELINE_PFTRACE_FILE.removeprefix("timeline")
+
+
 def run_timeline_file(run_id: str) -> str:
     """`timeline.<run_id>.json`: one run's timeline, when a directory holds segments of several runs
     (timeline.json is then the latest run's)."""

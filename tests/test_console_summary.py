@@ -118,7 +118,8 @@ def test_the_last_lines_are_the_files_and_how_to_open_them(run, capsys):
     start = max(i for i, ln in enumerate(out) if ln.strip() == "Open the results")
     tail = "\n".join(out[start:])
     paths = {"report": root / "analysis" / "report.html", "timeline": root / "timeline" / "timeline.json",
-             "analysis.db": root / "analysis" / "analysis.db"}
+             "analysis.db": root / "analysis" / "analysis.db",
+             "Perfetto trace": root / "timeline" / "timeline.pftrace"}   # the merge writes it beside the JSON
     for name, p in paths.items():
         assert re.search(rf"^  {re.escape(name)}\s+{re.escape(str(p))}$", tail, re.M), (name, tail)
         assert p.is_file()

@@ -444,6 +444,10 @@ def _outputs(con: Console, summary: dict, out_dir: Path | None, html: bool, db: 
     tlf = _timeline_file(summary)
     if tlf is not None:
         lines.append(("timeline", tlf, "Perfetto: https://ui.perfetto.dev > Open trace file (or chrome://tracing)"))
+        pft = tlf.with_name(formats.pftrace_name(tlf.name))
+        if pft.is_file():
+            lines.append(("Perfetto trace", pft, "the same timeline as Perfetto's protobuf trace: https://ui.perfetto.dev > Open "
+                          "trace file (opens at any size, where a browser cannot hold a JSON over ~1 GB)"))
     dbf = out / formats.DB_FILE
     if db and dbf.is_file():
         lines.append(("analysis.db", dbf, f"sqlite3 {dbf} (tables and example queries: docs/analysis.md)"))

@@ -53,9 +53,7 @@ COUNTERS = (("perf/throughput", "tokens/s", "tokens/s"),
             ("perf/max_memory_reserved_gb", "max memory reserved", "GiB"))
 
 
-def pftrace_name(json_name: str) -> str:
-    """`timeline.pftrace` for `timeline.json` (`timeline.<run_id>.pftrace` for a run's file)."""
-    return json_name.removesuffix(".json") + PFTRACE_SUFFIX
+pftrace_name = formats.pftrace_name   # its home is formats (the console names the file too)
 
 
 def resolve_timeline_dir(path: str) -> str:
