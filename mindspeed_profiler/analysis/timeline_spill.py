@@ -2,7 +2,7 @@
 stream any number of segments in bounded memory.
 
 `scan_segments(dir)` reads every segment file line by line (validation: parsing/segments.py's own
-rules; event lines are checked inline, the other records go through its `_apply`), keeps each
+rules; event lines are checked inline, the other records go through its `apply_record`), keeps each
 session's header, threads, clock, stats and a few numbers, and writes its events, sorted by
 (start, longest first) in runs of at most `chunk` events, to one unlinked temporary file.
 `SessionEvents.runs` reads them back lazily (`os.pread`: one descriptor for every run, however many
@@ -198,7 +198,7 @@ def _scan_one(path: str, out: Scanned, chunk: int, tags: dict) -> None:
                 if line.strip():  # blank lines are skipped silently, as the reader does
                     seg.problems.append((lineno, "not valid JSON (truncated by a crash?): skipped"))
                 continue
-            # the hot path: a well-formed event of a valid session (segments._apply's own checks;
+            # the hot path: a well-formed event of a valid session (segments.apply_record's own checks;
             # orjson gives exact ints / strs, so `type(x) is int` is _is_int)
             if sev is not None and type(rec) is list and len(rec) >= 6 and type(rec[3]) is int \
                     and type(rec[4]) is int and type(rec[5]) is int and type(rec[0]) is str:
@@ -221,7 +221,7 @@ def _scan_one(path: str, out: Scanned, chunk: int, tags: dict) -> None:
                     pending = []
                 continue
             n_before = len(seg.sessions)
-            segment._apply(seg, rec, lineno)  # the reader's own validation: headers, records, bad events
+            segment.apply_record(seg, rec, lineno)  # the reader's own validation: headers, records, bad events
             if len(seg.sessions) != n_before:  # a new header: the previous session is complete
                 if pending:
                     sev.add_run(pending, spill.write_run(pending))
@@ -232,15 +232,13 @@ def _scan_one(path: str, out: Scanned, chunk: int, tags: dict) -> None:
                     out.events[id(sess)] = sev
                     make = RecordMaker(sess.header, tags)
                     lanes, tag_of, args_of = sev.lanes, make.tag, make.args
-            elif sev is not None and seg.sessions[-1].events:  # never, but _apply may keep an event
+            elif sev is not None and seg.sessions[-1].events:  # never, but apply_record may keep an event
                 sev_rec = seg.sessions[-1].events.pop()
                 if sev_rec[5] not in lanes:
                     lanes[sev_rec[5]] = None
                 pending.append(make.record(sev_rec))
     if pending:
         sev.add_run(pending, spill.write_run(pending))
-    sessions = [s for s in seg.sessions if s is not None]
-    if not sessions and not seg.problems:
-        seg.problems.append((0, "no header: not a segment file or empty"))
+    sessions = segment.finish_segment(seg).sessions
     out.warnings += [f"{os.path.basename(path)}:{ln}: {msg}" for ln, msg in seg.problems]
     out.sessions += [(path, s) for s in sessions]

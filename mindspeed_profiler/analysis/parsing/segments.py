@@ -43,7 +43,12 @@ def read_segment(path: str) -> Segment:
         except orjson.JSONDecodeError:
             seg.problems.append((lineno, "not valid JSON (truncated by a crash?): skipped"))
             continue
-        _apply(seg, rec, lineno)
+        apply_record(seg, rec, lineno)
+    return finish_segment(seg)
+
+
+def finish_segment(seg: Segment) -> Segment:
+    """Drop the skipped sessions; a file with neither a session nor a problem is no segment."""
     seg.sessions = [x for x in seg.sessions if x is not None]
     if not seg.sessions and not seg.problems:
         seg.problems.append((0, "no header: not a segment file or empty"))
@@ -67,7 +72,10 @@ def _valid_header(rec: dict) -> str | None:
     return None
 
 
-def _apply(seg: Segment, rec: Any, lineno: int) -> None:
+def apply_record(seg: Segment, rec: Any, lineno: int) -> None:
+    """Add one parsed line to `seg`: a header starts a session (None when it is unusable: its lines
+    are skipped), an event or record joins the current one, anything malformed becomes a problem.
+    The one validation of segment lines (read_segment and the streaming merge's scan use it)."""
     if isinstance(rec, list):
         if not seg.sessions:
             seg.problems.append((lineno, "event before any header: skipped"))
