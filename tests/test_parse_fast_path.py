@@ -192,3 +192,41 @@ def test_known_difference_number_past_float_range_in_an_unread_field(tmp_path, s
     plain, _ = _read(p, False)
     assert isinstance(plain, str) and "invalid JSON" in plain
     assert isinstance(typed, Events) and typed.n_raw == 201
+
+
+def test_gzip_read_as_gzip_reads_it(tmp_path, small_chunks, monkeypatch):
+    """jsonscan inflates with zlib directly (not gzip.GzipFile): the same bytes for multi-member
+    files and zero padding after a member, and gzip's own errors for a bad CRC, a truncated file
+    and bytes after a member that start no other."""
+    monkeypatch.setattr(jsonscan, "RAW_READ", 512)   # members end inside a read, and across reads
+    body = json.dumps({"traceEvents": [_good(i) for i in range(300)]}).encode()
+    half = len(body) // 2
+    good_crc = gzip.compress(body)
+    bad_crc = bytearray(good_crc)
+    bad_crc[-6] ^= 0xFF
+    cases = {
+        "one": good_crc,
+        "members": gzip.compress(body[:half]) + gzip.compress(b"") + gzip.compress(body[half:]),
+        "padded": gzip.compress(body[:half]) + b"\0" * 700 + gzip.compress(body[half:]) + b"\0" * 3,
+        "bad_crc": bytes(bad_crc),
+        "truncated": good_crc[:-5],
+        "junk_after": good_crc + b"PK\x03\x04",
+        "one_byte_after": good_crc + b"\x1f",
+    }
+    for name, data in cases.items():
+        p = tmp_path / f"{name}.json.gz"
+        p.write_bytes(data)
+        try:
+            want = ("ok", gzip.open(p).read())
+        except (OSError, EOFError) as exc:
+            want = (type(exc).__name__, None)
+        try:
+            got = ("ok", b"".join(jsonscan._chunks(p)))
+        except (OSError, EOFError) as exc:
+            got = (type(exc).__name__, None)
+        assert got == want, name
+        assert all(len(c) <= jsonscan.CHUNK for c in jsonscan._chunks(p)) if want[0] == "ok" else True
+    # and through the parse: the members' file gives the one-member file's table
+    a, _ = _read(tmp_path / "members.json.gz", True)
+    b, _ = _read(tmp_path / "one.json.gz", True)
+    _same(a, b)
