@@ -111,7 +111,8 @@ def stacked_bars(rows: list[tuple[str, dict]], parts: list[tuple], width: int = 
                  titles: list[str] | None = None) -> Chart | None:
     """Horizontal stacked bars, one per row label; values in us. The number after a bar is the sum of
     its parts, or v[label_key] when given. With cap, the scale ends at cap x the median bar, and
-    longer bars are cut there (marked with a white break and a » before their number). The label
+    longer bars are cut there (marked with a white break and a » before their number), their parts
+    drawn in proportion across the plot so that each still shows, with its value on hover. The label
     column fits the longest label (up to MAX_LABEL_PX; a longer one is cut) unless `left` is given;
     a label's full text, or titles[i], shows on hover. Parts with no value in any row are left out
     of the legend."""
@@ -130,20 +131,24 @@ def stacked_bars(rows: list[tuple[str, dict]], parts: list[tuple], width: int = 
     for i, (label, v) in enumerate(rows):
         total = v.get(label_key) if label_key is not None else totals[i]
         out.append(_bar_row(scale, i * row_h + 3, label, v, total, cut=totals[i] > top * (1 + 1e-9),
-                            title=titles[i] if titles else None))
+                            title=titles[i] if titles else None, length=totals[i]))
     out.append(Markup("</svg>"))
     used = [(n, c) for k, n, c in parts if any((v.get(k) or 0.0) > 0 for _, v in rows)]
     return Chart(used, join(out))
 
 
-def _bar_row(scale: _Scale, y: int, label: str, v: dict, total, cut: bool, title: str | None = None) -> Markup:
-    """One bar: its label, a segment per part (clipped at the plot's end), the break mark when cut, its number."""
+def _bar_row(scale: _Scale, y: int, label: str, v: dict, total, cut: bool, title: str | None = None,
+             length: float = 0.0) -> Markup:
+    """One bar: its label, a segment per part, the break mark when cut, its number. A cut bar (its
+    parts add up to `length`, past the scale's end) fills the plot with every part in proportion:
+    clipped at the plot's end instead, the parts after the cut would not show at all."""
     ty = y + scale.row_h / 2 + 1
     out = [row_label(f"{ty:.1f}", label, scale.chars, title)]
     x0, x_end = scale.left, scale.left + scale.plot_w
+    per_us = scale.plot_w / (length if cut and length > 0 else scale.top)
     for key, name, col in scale.parts:
         val = v.get(key) or 0.0
-        wd = min(scale.plot_w * val / scale.top, x_end - x0)
+        wd = min(per_us * val, x_end - x0)
         if wd > 0:
             out.append(tag(BAR, x=x0, y=y, w=wd, h=scale.row_h - 5, color=col, label=label, part=name,
                            value=ms(val)))
