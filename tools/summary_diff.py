@@ -1,6 +1,6 @@
 """Compare two analysis summaries (summary.json) key by key, recursively.
 
-    python tools/summary_diff.py A B [--ignore-times [--loose]] [--max N]
+    python tools/summary_diff.py A B [--ignore-times [--loose]] [--inline] [--max N]
 
 A and B are two summary.json files, or two directories: then every summary.json under each (at any
 depth) is matched by its path relative to A / B, and a file on one side only is a difference.
@@ -21,6 +21,13 @@ Each difference is printed with its JSON path ($.captures[3].steps[0].dur_us):
     --help): times, durations, time stamps, shares, percentages, ratios, byte / event / call
     counts, sizes, ids, pids, tids. What remains is compared exactly: the key structure, strings,
     booleans, None, list lengths and the numbers under other keys (counts.found, rank, step ...).
+
+--inline puts back in each capture record what the analysis wrote beside summary.json: its
+    op_totals / kernel_totals and, above 1,000 captures, its top lists (the record's `totals` names a
+    line of capture_totals.jsonl: file, offset, bytes), as outputs.load_summary does, and drops the
+    `totals` reference. A summary from before the totals moved (everything inline) then compares
+    with one from after key by key. A line that cannot be read, or that names another capture, is a
+    usage error (exit 2).
 
 Exit status: 0 equal, 1 different, 2 usage error (a missing file, unreadable JSON).
 """
@@ -103,6 +110,43 @@ def load(p: Path):
         raise SystemExit(f"summary_diff: cannot read {p}: {err}") from None
 
 
+def inline_totals(summary, where: Path):
+    """`summary` with each capture's line of its totals file (beside it, in `where`) merged into its
+    record and the `totals` reference removed (stdlib only: the tool reads any version's files)."""
+    files: dict = {}
+    try:
+        caps = summary.get("captures") if isinstance(summary, dict) else None
+        for c in caps if isinstance(caps, list) else []:
+            ref = c.get("totals") if isinstance(c, dict) else None
+            if not isinstance(ref, dict):
+                continue
+            name, offset, size = ref.get("file"), ref.get("offset"), ref.get("bytes")
+            if not (isinstance(name, str) and os.path.basename(name) == name and isinstance(offset, int)
+                    and isinstance(size, int) and offset >= 0 and size > 0):
+                raise SystemExit(f"summary_diff: {where}: capture {c.get('path')}: a totals reference that is not "
+                                 f"a place in a file beside summary.json: {short(ref)}")
+            if name not in files:
+                try:
+                    files[name] = open(where / name, "rb")
+                except OSError as err:
+                    raise SystemExit(f"summary_diff: cannot read {where / name}: {err}") from None
+            fh = files[name]
+            fh.seek(offset)
+            try:
+                line = json.loads(fh.read(size))
+            except ValueError as err:
+                raise SystemExit(f"summary_diff: {where / name}: the {size} bytes at {offset} are not a JSON line "
+                                 f"({err})") from None
+            if not isinstance(line, dict) or line.get("path") != c.get("path"):
+                raise SystemExit(f"summary_diff: {where / name}: the line at {offset} is not capture {c.get('path')}'s")
+            c.update((k, v) for k, v in line.items() if k != "path")
+            del c["totals"]
+    finally:
+        for fh in files.values():
+            fh.close()
+    return summary
+
+
 def pairs(a: Path, b: Path) -> tuple[list[tuple[str, Path | None, Path | None]], bool]:
     if a.is_file() and b.is_file():
         return [("", a, b)], False
@@ -121,6 +165,7 @@ def main(argv=None) -> int:
     ap.add_argument("b", type=Path, help="the same on the 'B' side")
     ap.add_argument("--ignore-times", action="store_true", help="skip created, root, elapsed_s, analyse_s, absolute paths")
     ap.add_argument("--loose", action="store_true", help="also skip timing / count / size numbers (fresh runs)")
+    ap.add_argument("--inline", action="store_true", help="put each capture's capture_totals.jsonl line back in its record")
     ap.add_argument("--max", type=int, default=50, help="differences printed per file (default 50; 0: all)")
     ap.add_argument("-q", "--quiet", action="store_true", help="print only the totals")
     args = ap.parse_args(argv)
@@ -138,7 +183,10 @@ def main(argv=None) -> int:
             continue
         try:
             d = Differ(args.ignore_times, args.loose)
-            d.compare(load(pa), load(pb))
+            sa, sb = load(pa), load(pb)
+            if args.inline:
+                sa, sb = inline_totals(sa, pa.parent), inline_totals(sb, pb.parent)
+            d.compare(sa, sb)
         except SystemExit as err:
             print(err, file=sys.stderr)
             return 2
