@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from mindspeed_profiler.manifest import split_config
-from mindspeed_profiler.profiler import IntegratedProfiler, _StageScope
+from mindspeed_profiler.profiler import IntegratedProfiler
+from mindspeed_profiler.stage_scope import StageScope
 
 __all__ = ["get_profiler", "profiler_start", "profiler_step"]
 
@@ -16,7 +17,7 @@ class _StageShot:
     def __init__(self, prof: IntegratedProfiler, stage: str, iteration: int):
         self.profiler = prof
         prof.start(iteration=iteration)
-        self._scope: _StageScope | None = _StageScope(prof, stage)
+        self._scope: StageScope | None = StageScope(prof, stage)
         self._scope.__enter__()
 
     def step(self) -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from conftest import SHARED_DATA
 
-RUNTIME = ("mindspeed_profiler.profiler", "mindspeed_profiler.session", "mindspeed_profiler.mindspeed_api",
+RUNTIME = ("mindspeed_profiler.profiler", "mindspeed_profiler.stage_scope", "mindspeed_profiler.session", "mindspeed_profiler.mindspeed_api",
            "mindspeed_profiler.mstx", "mindspeed_profiler.backends", "mindspeed_profiler.tracing",
            "mindspeed_profiler._state", "mindspeed_profiler.integrations", "torch", "torch_npu")
 OPTIONAL = ("ray",)   # the analysis loads it only with --ray
