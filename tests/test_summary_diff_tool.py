@@ -7,17 +7,14 @@ import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, SHARED_DATA
 from mindspeed_profiler.analysis.batch import analyse_directory
 from mindspeed_profiler.analysis.outputs import TotalsReader, load_summary
 
-KINETO = Path("/work/shared/data/kineto")
-if not KINETO.is_dir():
-    KINETO = REPO_ROOT.parent / "shared" / "data" / "kineto"
+KINETO = SHARED_DATA / "kineto"
 TOOL = REPO_ROOT / "tools" / "summary_diff.py"
 
 

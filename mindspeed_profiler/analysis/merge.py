@@ -44,7 +44,6 @@ from mindspeed_profiler.analysis.timeline_spill import scan_segments
 from mindspeed_profiler.analysis.timeline_stream import ANY_RUN, Cut, TimelinePlan, full_args, plan_timeline, runs_of  # noqa: F401 (ANY_RUN: re-exported, build_timeline(run_id=ANY_RUN))
 
 TIMELINE_NAME = formats.TIMELINE_FILE
-PFTRACE_SUFFIX = formats.TIMELINE_PFTRACE_FILE.removeprefix("timeline")   # timeline.json -> timeline.pftrace (beside it, never gzipped)
 BROWSER_MAX_EVENTS = 10_000_000    # beyond these, a browser tab (Perfetto's JSON import, chrome://tracing)
 BROWSER_MAX_BYTES = 1 << 30        # runs out of memory: the merge says so and points to the .pftrace
 # the metrics tracker's per-iteration values drawn as counter tracks: (row key, track name, unit)

@@ -27,6 +27,7 @@ CHUNK = 256 << 10
 _QUOTE, _BSLASH = ord('"'), ord("\\")
 _OPEN = (ord("{"), ord("["))
 _CLOSE = (ord("}"), ord("]"))
+_GZIP_MAGIC = b"\x1f\x8b"
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
@@ -39,7 +40,7 @@ def open_bytes(path: Path):
     f = open(path, "rb")
     magic = f.read(2)
     f.seek(0)
-    if magic == b"\x1f\x8b":
+    if magic == _GZIP_MAGIC:
         f.close()
         return gzip.open(path, "rb")
     return f
@@ -86,7 +87,7 @@ def expanded_size(path: Path) -> int:
     size = path.stat().st_size
     try:
         with open(path, "rb") as f:
-            if f.read(2) != b"\x1f\x8b" or size < 18:
+            if f.read(2) != _GZIP_MAGIC or size < 18:
                 return size
             f.seek(-4, 2)
             isize = int.from_bytes(f.read(4), "little")
@@ -130,7 +131,7 @@ def load_trace(path: Path, on_batch: Callable[[list], None], stream: bool | None
 
 def _chunks(path: Path) -> Iterator[bytes]:
     with open(path, "rb") as f:
-        if f.read(2) == b"\x1f\x8b":
+        if f.read(2) == _GZIP_MAGIC:
             f.seek(0)
             yield from _inflate(f)
             return
@@ -143,7 +144,6 @@ def _chunks(path: Path) -> Iterator[bytes]:
 
 
 RAW_READ = 64 << 10   # compressed bytes per read: ~CHUNK of JSON at a trace's usual 5-10x ratio
-_GZIP_MAGIC = b"\x1f\x8b"
 
 
 def _inflate(f) -> Iterator[bytes]:
@@ -158,7 +158,7 @@ def _inflate(f) -> Iterator[bytes]:
         while not d.eof:
             data = d.unconsumed_tail or pending or f.read(RAW_READ)
             pending = b""
-            if not data:
+            if not data:   # (output zlib still holds is drained by the 8-byte trailer: never left here)
                 raise EOFError("Compressed file ended before the end-of-stream marker was reached")
             try:
                 out = d.decompress(data, CHUNK)
