@@ -6,15 +6,12 @@ IntegratedProfiler.stage() returns one; it reads and drives the profiler it is g
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mindspeed_profiler import formats, observers
 from mindspeed_profiler import stages as _stages
 from mindspeed_profiler._state import STATE
 from mindspeed_profiler.backends import Backend
-
-if TYPE_CHECKING:
-    from mindspeed_profiler.profiler import IntegratedProfiler
 
 
 class StageScope:
@@ -23,7 +20,7 @@ class StageScope:
 
     __slots__ = ("p", "name", "prev", "span", "cap", "rng", "subs")
 
-    def __init__(self, p: "IntegratedProfiler", name: str):
+    def __init__(self, p: Any, name: str):   # p: the IntegratedProfiler (not imported: it imports this module)
         self.p, self.name = p, name
         self.span = self.cap = self.rng = self.subs = None
 
