@@ -147,6 +147,8 @@ def _job(path: Path) -> tuple[dict, dict[int, dict]]:
 
 @pytest.mark.parametrize("name", DB_SETS + [m[0] for m in MADE])
 def test_vote_equals_msprof_analyze_slow_rank(name, recipe):
+    if name not in recipe:   # a ../shared set that is absent (the recipe fixture ran on the others)
+        pytest.skip(f"{name}: {ascend_data.SETS[name].source} not found (../shared/ascend-2rank; MSP_SHARED_ASCEND)")
     path, (ref_votes, ref_ops) = recipe[name]
     summary, per_rank = _job(path)
     votes, ops = vote.slow_rank_vote(st.vote_input(per_rank))
