@@ -127,8 +127,8 @@ def test_segments_only_are_merged_in_memory_like_the_merged_file(tmp_path):
         base = rec.anchor.mono_ns
         for it in (1, 2):
             t = base + it * 10_000_000
-            rec.add(("X", "iteration", "iteration", t, 9_000_000, 1, 0, {"iteration": it}, None, None))
-            rec.add(("X", "actor_update", "stage", t + 1_000_000, (3 + rank) * 1_000_000, 1, 0,
+            rec.add(("X", "iteration", "iteration", t, t + 9_000_000, 1, 0, {"iteration": it}, None, None))
+            rec.add(("X", "actor_update", "stage", t + 1_000_000, t + (4 + rank) * 1_000_000, 1, 0,
                      {"iteration": it, "stage": "actor_update", "role": "actor", "rank": rank}, None, None))
         rec.close()
     from_segments, code = analyse_directory(tmp_path / "run", jobs=1, progress=False, write=False)

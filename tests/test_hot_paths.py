@@ -168,10 +168,10 @@ def test_hot_path_span_writes_the_same_line_as_an_event_tuple(clean_state, tmp_p
         with pytest.raises(_Boom):
             with trace_span("failing"):                         # 2000 .. 3000
                 raise _Boom()
-    # end 4000; the same spans as event tuples, the layout Recorder.add takes
+    # end 4000; the same spans as events in the layout Recorder.add takes (start and end)
     ident = threading.get_ident()
-    rec.add(("X", "failing", "user", 2000, 1000, ident, 0, {"error": "_Boom"}, "actor_update", 4))
-    rec.add(("X", "outer", "driver", 1000, 3000, ident, 0, {"k": "v"}, "actor_update", 4))
+    rec.add(("X", "failing", "user", 2000, 3000, ident, 0, {"error": "_Boom"}, "actor_update", 4))
+    rec.add(("X", "outer", "driver", 1000, 4000, ident, 0, {"k": "v"}, "actor_update", 4))
     shutdown_tracer()
     evs = _events(tmp_path)
     assert evs[0] == ["X", "failing", "user", 2000, 1000, 1, {"error": "_Boom", "stage": "actor_update", "iteration": 4}]
@@ -221,7 +221,7 @@ def test_a_closed_span_records_once_and_is_not_changed(clean_state, tmp_path, mo
     dropped.done = True            # what the profiler does with an iteration that saw no stage
     dropped.__exit__(None, None, None)
     h = trace_begin("handle")
-    assert h.lane == (threading.get_ident(), 0) and not h.done
+    assert h.opened_on == (threading.get_ident(), 0) and not h.done
     trace_end(h)
     shutdown_tracer()
     evs = _events(tmp_path)
@@ -283,18 +283,18 @@ def test_one_comparison_keeps_drop_and_early_flush_rules(clean_state):
     for i in range(2):
         with spans(f"s{i}", "c", None):
             pass
-    assert not rec._kicked and len(rec._buf) == 2
+    assert not rec._kicked and rec.buffered == 2
     with spans("s2", "c", None):
         pass
     assert rec._kicked and rec._wake.is_set()  # reached flush_every: the flusher is woken
     for i in range(3, 8):
         with spans(f"s{i}", "c", None):
             pass
-    assert len(rec._buf) == 5 and rec.dropped == 3  # full: new spans dropped and counted
+    assert rec.buffered == 5 and rec.dropped == 3  # full: new spans dropped and counted
     rec.flush()
-    assert not rec._kicked and len(rec._buf) == 0
-    rec.add(("X", "t", "c", 1, 2, threading.get_ident(), 0, None, None, None))
-    assert len(rec._buf) == 1 and rec.dropped == 3
+    assert not rec._kicked and rec.buffered == 0
+    rec.add(("X", "t", "c", 1, 3, threading.get_ident(), 0, None, None, None))
+    assert rec.buffered == 1 and rec.dropped == 3
     rec.close()
     events = [orjson.loads(x) for x in rec.sink.data.splitlines() if x.startswith(b"[")]
     assert [e[1] for e in events] == ["s0", "s1", "s2", "s3", "s4", "t"]

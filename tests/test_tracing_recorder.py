@@ -92,6 +92,39 @@ def test_threads_get_real_tids_and_names(clean_state, tmp_path):
     assert names[tids["worker"]] == "loader"
 
 
+def test_threads_recording_while_the_flusher_takes_keep_every_span_whole(clean_state, tmp_path):
+    # The buffer is a flat list of fields (recorder.py: the event layout): the flusher takes a
+    # prefix while other threads add to it. Every span must come out once, with its own fields.
+    init_tracer(tracer_cfg(tmp_path, flush_every_events=97, flush_interval_s=0.01), role="r", rank=0)
+    n, workers = 3000, 4
+    together = threading.Barrier(workers, timeout=60)  # all alive at once: no reused thread ids
+
+    def work(w):
+        together.wait()
+        for i in range(n):
+            with trace_span(f"w{w}-{i}", cat=f"c{w}", args={"i": i}):
+                pass
+        together.wait()
+
+    threads = [threading.Thread(target=work, args=(w,), name=f"rec-{w}") for w in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    shutdown_tracer()
+    trace = build_timeline(str(tmp_path))
+    names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert len(spans) == n * workers
+    seen = set()
+    for e in spans:
+        w, i = e["name"][1:].split("-")
+        assert e["cat"] == f"c{w}" and e["args"]["i"] == int(i) and names[e["tid"]] == f"rec-{w}"
+        assert e["dur"] >= 0
+        seen.add(e["name"])
+    assert len(seen) == n * workers
+
+
 def test_concurrent_coroutines_get_own_lanes(clean_state, tmp_path):
     init_tracer(tracer_cfg(tmp_path), role="rollout", rank=0)
 
@@ -123,12 +156,20 @@ def test_trace_begin_end_by_name_and_handle(clean_state, tmp_path, runtime_warni
     assert len(runtime_warnings("no matching trace_begin")) == 1
     # begun on one thread, ended on another (RLinf allows it)
     trace_begin("cross-thread")
-    t = threading.Thread(target=trace_end, args=("cross-thread",))
+    closer = {}
+
+    def end_it():
+        closer["tid"] = threading.get_native_id()
+        trace_end("cross-thread")
+
+    t = threading.Thread(target=end_it)
     t.start()
     t.join()
     shutdown_tracer()
-    names = sorted(e["name"] for e in _spans(tmp_path))
-    assert names == ["by-handle", "by-name", "cross-thread"]
+    spans = _spans(tmp_path)
+    assert sorted(e["name"] for e in spans) == ["by-handle", "by-name", "cross-thread"]
+    # a span is on the lane that closes it (docs/tracing.md)
+    assert next(e["tid"] for e in spans if e["name"] == "cross-thread") == closer["tid"] != threading.get_native_id()
 
 
 def test_flush_every_n_events_before_interval(clean_state, tmp_path):
@@ -191,9 +232,9 @@ class _FailingSink:
 
 def test_dead_sink_falls_back_to_local_file_with_one_warning(clean_state, tmp_path, runtime_warnings):
     rec = Recorder("r", 0, _FailingSink(), flush_interval_s=60.0, fallback_dir=str(tmp_path), start_thread=False)
-    rec.add(("X", "a", "c", 1, 2, threading.get_ident(), 0, None, None, None))
+    rec.add(("X", "a", "c", 1, 3, threading.get_ident(), 0, None, None, None))
     rec.flush()
-    rec.add(("X", "b", "c", 3, 4, threading.get_ident(), 0, None, None, None))
+    rec.add(("X", "b", "c", 3, 7, threading.get_ident(), 0, None, None, None))
     rec.close()
     assert len(runtime_warnings()) == 1
     assert isinstance(rec.sink, FileSink)

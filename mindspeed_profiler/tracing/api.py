@@ -34,16 +34,17 @@ _init_lock = threading.Lock()
 class Span:
     """A span being recorded (returned by `trace_span` and `trace_begin`).
 
-    The recording thread pays for __enter__ and __exit__ only: they read the thread, the asyncio
-    task, the stage / iteration and the clock, and append one flat tuple of those (recorder.py:
-    the event layout); lanes, names, args and JSON are the flusher thread's work. One flat tuple
-    of atomic values per span, and nothing else kept: the garbage collector untracks such a tuple
-    at its first collection, where buffered span objects (or nested tuples) would be carried into
-    older generations and make collections more frequent and longer. A closed span (`rec` None)
-    records nothing more.
+    The recording thread pays for __enter__ and __exit__ only: __enter__ reads the stage /
+    iteration and the clock; __exit__ reads the clock, then the lane (the thread and asyncio task
+    that close the span: for a `with` block, those that opened it), and adds those fields to the
+    recorder's flat buffer (recorder.py: the event layout); lanes, names, durations, args and JSON
+    are the flusher thread's work. Nothing of the span object is kept: buffered span objects (or a
+    tuple per span) would be tracked by the garbage collector and make collections more frequent
+    and longer. A closed span (`rec` None) records nothing more. `opened_on`: the lane trace_begin
+    keeps its handle under (set by trace_begin only).
     """
 
-    __slots__ = ("rec", "name", "cat", "args", "start", "ident", "task", "stage", "iteration")
+    __slots__ = ("rec", "name", "cat", "args", "start", "stage", "iteration", "opened_on")
 
     def __init__(self, rec: Recorder, name: str, cat: str, args: Optional[dict]):
         self.rec = rec
@@ -52,18 +53,10 @@ class Span:
         self.args = args
 
     def __enter__(self) -> "Span":
-        rec = self.rec
-        if rec is None:
-            return self
-        # rec.lane() inlined: this and __exit__ are the tracer's whole hot path
-        try:
-            self.ident = rec._this_thread.ident
-        except AttributeError:  # the thread's first span
-            self.ident = rec.register_thread()
-        self.task = 0 if _get_running_loop() is None else rec.task_key()
-        self.stage = STATE.stage
-        self.iteration = STATE.iteration
-        self.start = _monotonic_ns()
+        if self.rec is not None:
+            self.stage = STATE.stage
+            self.iteration = STATE.iteration
+            self.start = _monotonic_ns()
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
@@ -76,11 +69,16 @@ class Span:
         if exc_type is not None:
             args = dict(args or {})
             args["error"] = exc_type.__name__
-        start = self.start
-        event = ("X", self.name, self.cat, start, end - start, self.ident, self.task, args, self.stage, self.iteration)
+        # rec.lane() inlined, after the clock: this and __enter__ are the tracer's whole hot path
+        try:
+            ident = rec._this_thread.ident
+        except AttributeError:  # the thread's first span
+            ident = rec.register_thread()
+        event = ("X", self.name, self.cat, self.start, end, ident, 0 if _get_running_loop() is None else rec.task_key(),
+                 args, self.stage, self.iteration)
         buf = rec._buf
         if len(buf) < rec.room:  # rec.add() inlined for the common case (no drop, no early flush)
-            buf.append(event)
+            buf += event
         else:
             rec.add(event)
         return False
@@ -95,11 +93,6 @@ class Span:
     def done(self, value: bool) -> None:
         if value:
             self.rec = None
-
-    @property
-    def lane(self) -> tuple[int, int]:
-        """(thread ident, asyncio task id or 0), as the recorder keys lanes (once entered)."""
-        return self.ident, self.task
 
 
 _new = object.__new__
@@ -138,7 +131,8 @@ def trace_begin(name: str, cat: str = "user", args: Optional[dict] = None) -> Op
     if rec is None:
         return None
     span = new_span(rec, name, cat, args).__enter__()
-    _open.setdefault(span.lane, []).append(span)
+    span.opened_on = rec.lane()
+    _open.setdefault(span.opened_on, []).append(span)
     return span
 
 
@@ -159,7 +153,7 @@ def trace_end(name_or_span: Union[str, Span, None]) -> None:
 
 def _pop_open(key: Union[str, Span, None]) -> Optional[Span]:
     if isinstance(key, Span):
-        stack = _open.get(key.lane)
+        stack = _open.get(getattr(key, "opened_on", None))
         if stack and key in stack:
             stack.remove(key)
         return None if key.done else key
@@ -183,7 +177,8 @@ def trace_instant(name: str, cat: str = "user", args: Optional[dict] = None) -> 
         return
     try:
         ident, task = rec.lane()
-        rec.add(("i", name, cat, _monotonic_ns(), 0, ident, task, args, STATE.stage, STATE.iteration))
+        now = _monotonic_ns()
+        rec.add(("i", name, cat, now, now, ident, task, args, STATE.stage, STATE.iteration))
     except Exception:
         pass
 
