@@ -7,9 +7,26 @@ object: turning profiling off costs one attribute check. Only `session.py`, `pro
 from __future__ import annotations
 
 
+class _Switch:
+    """`on`: a marked call has something to do (device markers, the tracer or marker metrics): the
+    one flag the marked-call wrappers read when everything is off, so the off path is one slot read
+    (docs/perf_tracing.md). `recording`: the tracer or marker metrics are on
+    (tracing/_metrics.refresh_switch keeps it). Both are kept up to date by their writers: setting
+    STATE.mstx_enabled, refresh_switch()."""
+
+    __slots__ = ("on", "recording")
+
+    def __init__(self) -> None:
+        self.on = False
+        self.recording = False
+
+
+SWITCH = _Switch()
+
+
 class _State:
     __slots__ = (
-        "mstx_enabled",
+        "_mstx_enabled",
         "device",
         "markers",
         "capture_markers",
@@ -22,8 +39,7 @@ class _State:
     )
 
     def __init__(self) -> None:
-        # True when `integrated.mstx` is on (or the tracer is on) in this process.
-        self.mstx_enabled: bool = False
+        self._mstx_enabled: bool = False
         # "npu" | "cuda" | "cpu" | None: the device kind of the active IntegratedProfiler backend.
         self.device: str | None = None
         # The marker kinds (mstx.MARKERS) the running backends emit on their device; None = the
@@ -41,6 +57,16 @@ class _State:
         # Current RL stage name and 1-based iteration, for span args (None when unknown).
         self.stage: str | None = None
         self.iteration: int | None = None
+
+    @property
+    def mstx_enabled(self) -> bool:
+        """True when `integrated.mstx` is on (or enable_markers) in this process: device markers."""
+        return self._mstx_enabled
+
+    @mstx_enabled.setter
+    def mstx_enabled(self, value: bool) -> None:  # a property so that no writer can leave SWITCH stale
+        self._mstx_enabled = value
+        SWITCH.on = bool(value) or SWITCH.recording
 
 
 STATE = _State()

@@ -186,7 +186,7 @@ def _marker(name: str, domain: str, stream: Any, span_args: Optional[dict]) -> A
 
 def mstx_range(name: str, domain: str = DEFAULT_DOMAIN, stream: Any = None) -> Any:
     """Context manager marking a block (a shared no-op object when markers are off)."""
-    if not (STATE.mstx_enabled or SWITCH.on):
+    if not SWITCH.on:
         return _OFF
     return _Range(name, domain, stream)  # reusable, unlike a Span: `with r:` may run twice
 

@@ -20,6 +20,7 @@ import pytest
 from mindspeed_profiler import mstx, mstx_timer_decorator
 from mindspeed_profiler.tracing import api, init_tracer, shutdown_tracer, trace_begin, trace_end, trace_func, trace_span
 from mindspeed_profiler.tracing._metrics import METRICS, SWITCH
+from mindspeed_profiler.tracing._wrap import wrap_callable
 from mindspeed_profiler.tracing.recorder import Recorder
 from conftest import tracer_cfg
 
@@ -111,6 +112,26 @@ def test_switch_follows_tracer_and_metrics(clean_state, tmp_path):
     assert SWITCH.on is True  # the tracer is still on
     shutdown_tracer()
     assert SWITCH.on is False
+
+
+def test_switch_follows_the_device_markers(clean_state, tmp_path):
+    # SWITCH.on is the wrappers' one flag: device markers count too, however they are turned on
+    mstx.enable_markers(True, device="cpu")
+    assert SWITCH.on is True and SWITCH.recording is False
+    init_tracer(tracer_cfg(tmp_path), role="r", rank=0)
+    mstx.enable_markers(False)
+    assert SWITCH.on is True and SWITCH.recording is True  # the tracer is still on
+    shutdown_tracer()
+    assert SWITCH.on is False
+    clean_state.mstx_enabled = True   # a direct write (the profiler session's) keeps it in step too
+    assert SWITCH.on is True
+    asked = []
+    f = wrap_callable(lambda: None, lambda: asked.append(1))   # make_cm is asked only on the on path
+    f()
+    clean_state.mstx_enabled = False
+    assert SWITCH.on is False
+    f()
+    assert asked == [1]
 
 
 def test_after_fork_child_turns_switch_off(clean_state, tmp_path):

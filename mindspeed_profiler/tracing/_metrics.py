@@ -1,5 +1,6 @@
 """Per-name timing of marked ranges (count / total / max seconds), for trainers to log per iteration,
-and SWITCH, the flag the marked-call wrappers read first.
+and refresh_switch, which keeps SWITCH (_state.py: the flag the marked-call wrappers read first)
+up to date for the tracer and the metrics.
 
 Lives apart from mstx.py because the shared call wrapper (_wrap.py) reads SWITCH inline.
 """
@@ -7,26 +8,13 @@ from __future__ import annotations
 
 import threading
 
-from mindspeed_profiler._state import STATE
-
-
-class _Switch:
-    """`on` is True while the tracer or marker metrics are on. A marked call reads it and
-    `STATE.mstx_enabled` (the device markers, which the profiler session writes) and nothing else
-    when both are False: two slot reads, the off path's whole cost (docs/perf_tracing.md)."""
-
-    __slots__ = ("on",)
-
-    def __init__(self) -> None:
-        self.on = False
-
-
-SWITCH = _Switch()
+from mindspeed_profiler._state import STATE, SWITCH  # SWITCH: re-exported (its home is _state.py)
 
 
 def refresh_switch() -> None:
-    """Recompute SWITCH.on; called by whoever changes `STATE.tracer` (tracing/api.py) or METRICS.on."""
-    SWITCH.on = METRICS._on or STATE.tracer is not None
+    """Recompute SWITCH; called by whoever changes `STATE.tracer` (tracing/api.py) or METRICS.on."""
+    SWITCH.recording = METRICS._on or STATE.tracer is not None
+    SWITCH.on = SWITCH.recording or bool(STATE.mstx_enabled)
 
 
 class Metrics:

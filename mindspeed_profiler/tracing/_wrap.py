@@ -2,7 +2,7 @@
 mstx_timer_decorator).
 
 Off path: with device markers (`STATE.mstx_enabled`), the tracer and marker metrics all off, the
-wrapper reads two flags and calls through, without re-packing an empty **kwargs (so it costs about
+wrapper reads one flag (`SWITCH.on`, _state.py) and calls through, without re-packing an empty **kwargs (so it costs about
 what a plain `functools.wraps` pass-through wrapper costs, docs/perf_tracing.md). Otherwise
 `make_cm()` gives the range (or None), which is closed however the call ends (return, exception,
 cancellation); the exception propagates unchanged. The ranges given never swallow an exception
@@ -21,15 +21,14 @@ import functools
 import inspect
 from typing import Any, Callable, ContextManager, Optional
 
-from mindspeed_profiler._state import STATE
-from mindspeed_profiler.tracing._metrics import SWITCH
+from mindspeed_profiler._state import SWITCH
 
 MakeCM = Callable[[], Optional[ContextManager[Any]]]
 _NULL = contextlib.nullcontext()
 
 
 def wrap_callable(func: Callable, make_cm: MakeCM) -> Callable:
-    state, switch = STATE, SWITCH  # closure cells: faster than module globals on the hot path
+    switch = SWITCH  # a closure cell: faster than a module global on the hot path
 
     if isinstance(func, (staticmethod, classmethod)):
         return type(func)(wrap_callable(func.__func__, make_cm))
@@ -38,7 +37,7 @@ def wrap_callable(func: Callable, make_cm: MakeCM) -> Callable:
 
         @functools.wraps(func)
         def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
-            if state.mstx_enabled or switch.on:
+            if switch.on:
                 cm = make_cm()
                 if cm is not None:
                     with cm:
@@ -51,7 +50,7 @@ def wrap_callable(func: Callable, make_cm: MakeCM) -> Callable:
 
         @functools.wraps(func)
         async def agen_wrapper(*args: Any, **kwargs: Any) -> Any:
-            cm = make_cm() if (state.mstx_enabled or switch.on) else None
+            cm = make_cm() if switch.on else None
             with cm if cm is not None else _NULL:
                 agen = func(*args, **kwargs)
                 try:
@@ -81,7 +80,7 @@ def wrap_callable(func: Callable, make_cm: MakeCM) -> Callable:
 
         @functools.wraps(func)
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            if state.mstx_enabled or switch.on:
+            if switch.on:
                 cm = make_cm()
                 if cm is not None:
                     with cm:
@@ -92,7 +91,7 @@ def wrap_callable(func: Callable, make_cm: MakeCM) -> Callable:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if state.mstx_enabled or switch.on:
+        if switch.on:
             cm = make_cm()
             if cm is not None:
                 cm.__enter__()
