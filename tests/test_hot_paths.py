@@ -316,6 +316,9 @@ def test_one_comparison_keeps_drop_and_early_flush_rules(clean_state):
     assert not rec._kicked and rec.buffered == 0
     rec.add(("X", "t", "c", 1, 3, threading.get_ident(), 0, None, None, None))
     assert rec.buffered == 1 and rec.dropped == 3
+    with pytest.raises(ValueError, match="has 10 fields"):   # a short event would shift the flat buffer
+        rec.add(("X", "short", "c", 1, 3))
+    assert rec.buffered == 1
     rec.close()
     events = [orjson.loads(x) for x in rec.sink.data.splitlines() if x.startswith(b"[")]
     assert [e[1] for e in events] == ["s0", "s1", "s2", "s3", "s4", "t"]

@@ -53,10 +53,10 @@ class Span:
         self.args = args
 
     def __enter__(self) -> "Span":
-        if self.rec is not None:
-            self.stage = STATE.stage
-            self.iteration = STATE.iteration
-            self.start = _monotonic_ns()
+        # no closed-span check: entering a closed span sets fields that its __exit__ never records
+        self.stage = STATE.stage
+        self.iteration = STATE.iteration
+        self.start = _monotonic_ns()
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:

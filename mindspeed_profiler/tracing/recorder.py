@@ -143,6 +143,8 @@ class Recorder:
 
     def add(self, event: tuple) -> None:
         """Buffer one event (a tuple in the layout above); a full buffer drops and counts it."""
+        if len(event) != EVENT_WIDTH:  # one short event would shift every later one in the flat buffer
+            raise ValueError(f"Recorder.add: an event has {EVENT_WIDTH} fields (recorder.py: the event layout), got {len(event)}")
         buf = self._buf
         if len(buf) >= self.buffer_max * EVENT_WIDTH:
             self.dropped += 1
