@@ -10,8 +10,10 @@ Prints, in one run:
   2. on HTA's largest real traces (its tests/data: a 53.7 MB CUDA trace, an 86.9 MB MTIA trace,
      taken from the HolisticTraceAnalysis repository, MIT, into /tmp; or --real FILE...):
      the floor (read + gunzip + orjson.loads, GC paused), our parse (read_kineto_trace), our
-     analysis (analyse_capture: load + summary + memory records), interleaved, median and best of
-     --repeat; then each in a child process (wall, peak RSS), and HTA 0.5.0 (TraceAnalysis +
+     analysis (analyse_capture: load + summary + memory records), the same two with the parse
+     shared with a forked helper (parsing/split_parse.py: what `analyse -j 2` does for a lone
+     capture), interleaved, median and best of --repeat; then each in a child process (wall,
+     peak RSS: the larger of its own and the helper's), and HTA 0.5.0 (TraceAnalysis +
      get_temporal_breakdown, its pool) in a child;
   3. a synthetic Kineto trace of --big-mb MB (bench_analyse.write_big): the same three in
      child processes, wall and peak RSS.
@@ -47,15 +49,20 @@ WORK = Path(tempfile.gettempdir()) / "bench_parse_floor"
 # each child prints "<seconds inside the child> <peak RSS MB>" on its last line; imports happen
 # before the clock starts (our package, numpy and msgspec take 0.3-0.5 s on a loaded box), but
 # analyse_capture's own lazy imports of the analyzers, which are part of an analysis
+_TWO = "from mindspeed_profiler.analysis.parsing import split_parse; split_parse.HELPERS = 1"  # what -j 2 on one capture allows
 CHILD_IMPORTS = {
     "floor": "from bench_analyse import raw_parse",
     "ours parse": "from mindspeed_profiler.analysis.parsing.kineto_trace import read_kineto_trace",
     "ours analysis": "from bench_analyse import ours",
+    "ours parse, 2 processes": f"from mindspeed_profiler.analysis.parsing.kineto_trace import read_kineto_trace; {_TWO}",
+    "ours analysis, 2 processes": f"from bench_analyse import ours; {_TWO}",
 }
 CHILD = {
     "floor": "raw_parse(p)",
     "ours parse": "read_kineto_trace(p)",
     "ours analysis": "ours(p)",
+    "ours parse, 2 processes": "read_kineto_trace(p)",
+    "ours analysis, 2 processes": "ours(p)",
     "HTA": ("import logging; logging.disable(logging.CRITICAL); from hta.trace_analysis import TraceAnalysis; "
             "TraceAnalysis(trace_dir=str(p.parent)).get_temporal_breakdown(visualize=False)"),
 }
@@ -103,8 +110,16 @@ def timed(fn, *a) -> float:
 
 
 def interleaved(path: Path, repeat: int) -> dict[str, list[float]]:
+    from mindspeed_profiler.analysis.parsing import split_parse
     from mindspeed_profiler.analysis.parsing.kineto_trace import read_kineto_trace
-    fns = {"floor": raw_parse, "ours parse": read_kineto_trace, "ours analysis": ours}
+
+    def two(fn):   # the trace's parse shared with a forked helper (parsing/split_parse.py)
+        def run(p: Path):
+            with split_parse.helpers(1):
+                return fn(p)
+        return run
+    fns = {"floor": raw_parse, "ours parse": read_kineto_trace, "ours analysis": ours,
+           "ours parse, 2 processes": two(read_kineto_trace), "ours analysis, 2 processes": two(ours)}
     res: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(repeat):
         for k, fn in fns.items():
@@ -242,7 +257,8 @@ def main() -> None:
 def _children(path: Path, hta: bool) -> None:
     print("\nchild processes (one each)\n\n| | wall s | in-child s | peak RSS MB | / floor (in-child) |\n|---|---:|---:|---:|---:|")
     base = None
-    for kind in ("floor", "ours parse", "ours analysis") + (("HTA",) if hta else ()):
+    for kind in ("floor", "ours parse", "ours analysis", "ours parse, 2 processes", "ours analysis, 2 processes") \
+            + (("HTA",) if hta else ()):
         try:
             wall, inside, rss = child(kind, path)
         except (RuntimeError, subprocess.TimeoutExpired) as exc:

@@ -15,7 +15,7 @@ from typing import Callable, Protocol
 from .capture import analyse_capture
 from .discover import Capture, discover
 from .inputs import input_kinds
-from .parsing import jsonscan
+from .parsing import jsonscan, split_parse
 from .pool import Limits, failed_result, run_pool
 
 POOL_MIN_BYTES = 8 << 20   # below this, starting worker processes costs more than it saves
@@ -69,7 +69,8 @@ def run_captures(root: Path, caps: list[Capture], jobs: int, top_n: int, want_ev
                  keep: Callable[[dict], dict] | None = None) -> list[dict]:
     """Analyse captures: in bounded worker processes when there is more than one job and capture
     (and enough bytes to be worth starting them), or when a file looks like a decompression bomb
-    (then also with one job); else here, under the time limit. `keep(result)` is what is held of
+    (then also with one job); else here, under the time limit (a lone capture with jobs > 1: its
+    trace parsed by two processes when large, parsing/split_parse.py). `keep(result)` is what is held of
     each result, applied as it arrives."""
     limits = limits or Limits()
     results: dict[int, dict] = {}
@@ -83,8 +84,10 @@ def run_captures(root: Path, caps: list[Capture], jobs: int, top_n: int, want_ev
         if (jobs > 1 and len(caps) > 1 and _total_bytes(root, caps) > POOL_MIN_BYTES) or _any_bomb(root, caps):
             run_pool(root, caps, jobs, top_n, want_events, done, fn, limits)
         else:
-            for i, c in enumerate(caps):
-                done(i, run_in_process(fn, root, c, top_n, want_events, limits.timeout_s))
+            # a lone capture with jobs to spare: its trace may be parsed by two processes
+            with split_parse.helpers(1 if jobs > 1 and len(caps) == 1 else 0):
+                for i, c in enumerate(caps):
+                    done(i, run_in_process(fn, root, c, top_n, want_events, limits.timeout_s))
     finally:
         bar.stop()
     return [results[i] for i in range(len(caps))]

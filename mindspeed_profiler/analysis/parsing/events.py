@@ -287,6 +287,54 @@ class EventTable:
                 out[i] = _num(v) - base
         return out
 
+    # -- one file in two parts (split_parse.py) ---------------------------------------------
+    _INTERNERS = ("names", "cats", "pids", "tids", "tasks")
+    _INTERNED = {"names": "name", "cats": "cat", "pids": "pid", "tids": "tid", "tasks": "task"}
+
+    def part(self) -> dict:
+        """What absorb() needs of this table, which holds a later part of a file (picklable)."""
+        return {"cols": {k: np.concatenate(v) if v else None for k, v in self._cols.items()},
+                "values": {k: getattr(self, k).values for k in self._INTERNERS}, "t0_us": self.t0_us,
+                "process_names": self.process_names, "thread_names": self.thread_names, "n_raw": self.n_raw,
+                "n_memory": self.n_memory, "memory": self.memory, "memory_bad": self.memory_bad,
+                "comm_args": self.comm_args, "n": self._n, "begin_end": self._begin_end,
+                "times_exact": self.times_exact}
+
+    def absorb(self, p: dict) -> None:
+        """Add the rows of `part()` of a table that read the rest of this file (after this table's
+        last byte, with this table's t0_us when it had one): the same table as reading the whole
+        file here. Its strings are interned in its first-seen order after ours, which gives the ids
+        a single reader would have given them."""
+        if self.t0_us is None:
+            self.t0_us = p["t0_us"]
+        for k in self._INTERNERS:
+            interner = getattr(self, k)
+            ids, values = interner.ids, interner.values
+            remap = np.empty(len(p["values"][k]), dtype=np.int32)
+            for j, v in enumerate(p["values"][k]):
+                i = ids.get(v)
+                if i is None:
+                    i = ids[v] = len(values)
+                    values.append(v)
+                remap[j] = i
+            col = p["cols"][self._INTERNED[k]]
+            if col is not None:
+                self._cols[self._INTERNED[k]].append(remap[col])
+        for k in ("ts", "dur", "corr"):
+            if p["cols"][k] is not None:
+                self._cols[k].append(p["cols"][k])
+        for i, fields in p["comm_args"].items():
+            self.comm_args[self._n + i] = fields
+        self._n += p["n"]
+        self.process_names.update(p["process_names"])
+        self.thread_names.update(p["thread_names"])
+        self.n_raw += p["n_raw"]
+        self.n_memory += p["n_memory"]
+        self.memory.extend(p["memory"])
+        self.memory_bad += p["memory_bad"]
+        self._begin_end.extend(p["begin_end"])
+        self.times_exact = self.times_exact and p["times_exact"]
+
     # -- finished columns -------------------------------------------------------------------
     def _pair_begin_end(self) -> int:
         """B/E duration events -> complete events (per pid/tid, a stack in time order, as the

@@ -13,7 +13,7 @@ import gzip
 import re
 import zlib
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Protocol
 
 import numpy as np
 import orjson
@@ -129,13 +129,23 @@ def load_trace(path: Path, on_batch: Callable[[list], None], stream: bool | None
         raise TraceFormatError(f"cannot read: {type(exc).__name__}: {exc}") from None
 
 
-def _chunks(path: Path) -> Iterator[bytes]:
+def chunks(path: Path, start: int = 0) -> Iterator[bytes]:
+    """The file's (uncompressed) bytes in pieces of at most CHUNK, from offset `start` of the
+    uncompressed bytes (a plain file seeks there; a gzip one is inflated and the bytes before it
+    dropped)."""
     with open(path, "rb") as f:
         if f.read(2) == _GZIP_MAGIC:
             f.seek(0)
-            yield from _inflate(f)
+            skipped = 0
+            for b in _inflate(f):
+                if skipped < start:
+                    if skipped + len(b) <= start:
+                        skipped += len(b)
+                        continue
+                    b, skipped = b[start - skipped:], start
+                yield b
             return
-        f.seek(0)
+        f.seek(start)
         while True:
             b = f.read(CHUNK)
             if not b:
@@ -143,6 +153,7 @@ def _chunks(path: Path) -> Iterator[bytes]:
             yield b
 
 
+_chunks = chunks   # (the name tests and benchmarks know)
 RAW_READ = 64 << 10   # compressed bytes per read: ~CHUNK of JSON at a trace's usual 5-10x ratio
 
 
@@ -209,75 +220,132 @@ def _event_ends(buf: bytes) -> tuple[np.ndarray, int]:
 
 def _stream(path: Path, on_batch: Callable[[list], None],
             decode: Callable[[bytes], object | None] | None = None) -> dict:
+    pieces = chunks(path)
+    head, carry, bare = read_head(pieces)
+    tail = read_events(carry, pieces, on_batch, decode)
+    assert tail is not None   # (None only with a stop)
+    return rest_of(head, tail, bare, path)
+
+
+def read_head(chunks: Iterator[bytes]) -> tuple[bytes, bytes, bool]:
+    """Read `chunks` up to the start of the event array: (the bytes before it, the bytes of the
+    array read so far, whether the file is a bare array). Raises TraceFormatError for an empty
+    file or one without a traceEvents list."""
     hbuf = bytearray()  # bytes before the event array (top-level keys), until the array starts
-    tail_parts: list[bytes] = []   # bytes after it
-    carry = b""
-    state = "head"      # head -> events -> tail
-    bare = False
     saw_any = False
-    head = b""
-    for chunk in _chunks(path):
+    for chunk in chunks:
         saw_any = saw_any or bool(chunk.strip())
-        if state == "head":
-            hbuf += chunk
-            first = _NON_WS.search(hbuf)
-            if first is None:
-                continue
-            if hbuf[first.start()] == ord("["):
-                bare = True
-                idx = first.start() + 1
-            else:
-                # search only the new bytes (plus an overlap for a key cut by the chunk edge)
-                m = _EVENTS_KEY.search(hbuf, max(0, len(hbuf) - len(chunk) - 4096))
-                if not m:
-                    if len(hbuf) > (256 << 20):
-                        raise TraceFormatError("not a Chrome/Kineto trace: no 'traceEvents' list")
-                    continue
-                idx = m.end()
-            carry, head = bytes(hbuf[idx:]), bytes(hbuf[:idx])
-            hbuf = bytearray()
-            state = "events"
-            chunk = b""
-        if state == "events":
-            buf = carry + chunk
-            cut = _fast_cut(buf)
-            if cut > 0:
-                # common case: parse up to the last "}, {" near the end; a valid array means the
-                # cut is a top-level event boundary (a cut inside a string or a nested value
-                # cannot balance), so no full bracket scan is needed
-                data = b"[" + buf[:cut].lstrip().lstrip(b",") + b"]"
-                batch = decode(data) if decode is not None else None
-                if batch is None:
-                    try:
-                        batch = orjson.loads(data)
-                    except orjson.JSONDecodeError:
-                        batch = None
-                del data
-                if batch is not None:
-                    on_batch(batch)
-                    del batch
-                    carry = buf[cut:]
-                    continue
-            carry, tail_found = _scan_events(buf, on_batch)
-            if tail_found is not None:
-                tail_parts, carry, state = [tail_found], b"", "tail"
-            else:
-                # whitespace and commas between events are dropped now, not carried and re-scanned
-                # with every chunk (a trace padded with megabytes of blanks stays linear)
-                carry = carry.lstrip(_BLANKS)
+        hbuf += chunk
+        first = _NON_WS.search(hbuf)
+        if first is None:
             continue
-        tail_parts.append(chunk)
-    if state == "events" and carry:
-        carry, tail_found = _scan_events(carry, on_batch)
-        if tail_found is not None:
-            tail_parts, state = [tail_found], "tail"
+        if hbuf[first.start()] == ord("["):
+            return bytes(hbuf[:first.start() + 1]), bytes(hbuf[first.start() + 1:]), True
+        # search only the new bytes (plus an overlap for a key cut by the chunk edge)
+        m = _EVENTS_KEY.search(hbuf, max(0, len(hbuf) - len(chunk) - 4096))
+        if m:
+            return bytes(hbuf[:m.end()]), bytes(hbuf[m.end():]), False
+        if len(hbuf) > (256 << 20):
+            raise TraceFormatError("not a Chrome/Kineto trace: no 'traceEvents' list")
     if not saw_any:
         raise TraceFormatError("empty file")
-    if state == "head":
-        raise TraceFormatError("not a Chrome/Kineto trace: no 'traceEvents' list")
-    if state != "tail":
+    raise TraceFormatError("not a Chrome/Kineto trace: no 'traceEvents' list")
+
+
+class SplitAbort(Exception):
+    """read_events with a stop could not end exactly at the boundary asked for (split_parse.py:
+    the trace is then parsed again in one process)."""
+
+
+class Stop(Protocol):
+    """Where read_events is to stop (split_parse.py). While `active`, `bound(end)` is called with
+    the offset just past the bytes buffered and returns the boundary once it is known (None
+    before); when there is none to stop at, `active` turns False and reading goes on to the end."""
+    active: bool
+
+    def bound(self, end: int) -> int | None: ...
+
+
+def read_events(carry: bytes, chunks: Iterator[bytes], on_batch: Callable[[list], None],
+                decode: Callable[[bytes], object | None] | None = None, pos: int = 0,
+                stop: Stop | None = None) -> bytes | None:
+    """Parse the event array from `carry` (its bytes read so far, outside any event) and the rest of
+    `chunks`, handing batches to `on_batch`; returns the bytes from the array's closing ']' on.
+
+    `stop` (split_parse.py; `pos`: the offset of carry's first byte): once its boundary B is
+    reached, the batch up to B is parsed and nothing after it (returns None). A batch that does not
+    parse there raises SplitAbort: a boundary proves itself by its batch's parse. (The bracket scan
+    below never passes B: it reads only bytes buffered, and B is cut at as soon as they reach it.)
+    """
+    tail_parts: list[bytes] | None = None
+    for chunk in _with_first(b"", chunks):   # carry alone first: the array may start mid-chunk
+        if tail_parts is not None:
+            tail_parts.append(chunk)
+            continue
+        buf = carry + chunk
+        end = pos + len(buf)
+        if stop is not None and stop.active:
+            bound = stop.bound(end)
+            if bound is not None and bound <= end:
+                if bound < pos:
+                    raise SplitAbort("the boundary lies before this process' bytes")
+                _parse_exact(buf[:bound - pos], on_batch, decode)
+                return None
+        cut = _fast_cut(buf)
+        if cut > 0:
+            # common case: parse up to the last "}, {" near the end; a valid array means the
+            # cut is a top-level event boundary (a cut inside a string or a nested value
+            # cannot balance), so no full bracket scan is needed
+            data = b"[" + buf[:cut].lstrip().lstrip(b",") + b"]"
+            batch = decode(data) if decode is not None else None
+            if batch is None:
+                try:
+                    batch = orjson.loads(data)
+                except orjson.JSONDecodeError:
+                    batch = None
+            del data
+            if batch is not None:
+                on_batch(batch)
+                del batch
+                carry = buf[cut:]
+                pos = end - len(carry)
+                continue
+        carry, tail_found = _scan_events(buf, on_batch)
+        if tail_found is not None:
+            tail_parts, carry = [tail_found], b""
+        else:
+            # whitespace and commas between events are dropped now, not carried and re-scanned
+            # with every chunk (a trace padded with megabytes of blanks stays linear)
+            carry = carry.lstrip(_BLANKS)
+        pos = end - len(carry)
+    if tail_parts is None and carry:
+        carry, tail_found = _scan_events(carry, on_batch)
+        if tail_found is not None:
+            tail_parts = [tail_found]
+    if tail_parts is None:
         raise TraceFormatError("invalid or truncated JSON: the event array never ends")
-    tail = b"".join(tail_parts)
+    return b"".join(tail_parts)
+
+
+def _with_first(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    yield first
+    yield from rest
+
+
+def _parse_exact(buf: bytes, on_batch: Callable[[list], None], decode: Callable[[bytes], object | None] | None) -> None:
+    """The events of buf as one batch, which must parse (else SplitAbort)."""
+    data = b"[" + buf.lstrip().lstrip(b",") + b"]"
+    batch = decode(data) if decode is not None else None
+    if batch is None:
+        try:
+            batch = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise SplitAbort("the batch before the boundary does not parse") from None
+    on_batch(batch)
+
+
+def rest_of(head: bytes, tail: bytes, bare: bool, path: Path) -> dict:
+    """The top-level object without its events, from the bytes around the event array."""
     if bare:
         if tail.strip() not in (b"]",):
             raise TraceFormatError("invalid JSON after the event array")
@@ -293,6 +361,13 @@ _NON_WS = re.compile(rb"\S")
 _BLANKS = b" \t\r\n,"
 _SEP = re.compile(rb"\}\s*,\s*\{")
 _FAST_WINDOW = 64 << 10
+
+
+def first_boundary(buf: bytes) -> int:
+    """Offset just past the first '}' followed by ', {' in buf (-1: none): a candidate boundary
+    between two events, which a parse must confirm (split_parse.py)."""
+    m = _SEP.search(buf)
+    return -1 if m is None else m.start() + 1
 
 
 def _fast_cut(buf: bytes) -> int:

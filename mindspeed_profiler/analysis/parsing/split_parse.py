@@ -1,0 +1,221 @@
+"""One large trace parsed by two processes: this one reads the first half of the event array, a
+forked helper the second (docs/perf_analysis.md, "Two processes for one trace").
+
+Only where a core would otherwise sit idle: `HELPERS`, the one global here, is how many helper
+processes a parse may fork now. It is 0 unless the caller says otherwise (collect.run_captures
+allows one for a lone capture analysed with `-j 2` or more), so a pool of workers that already
+keeps the cores busy never forks more.
+
+The protocol, and why the result is exactly that of one reader:
+- The helper finds a boundary B: the first "}, {" after half the uncompressed bytes (it seeks
+  there, or inflates and drops the bytes before it), and sends B. It parses from B to the end of
+  the file with the usual streaming reader, and returns its EventTable part and the bytes after
+  the array.
+- This process parses up to B and cuts there. Its parse of the batch that ends at B proves that B
+  is a boundary between two top-level events (a cut inside a string or a nested value cannot
+  parse, the rule jsonscan's fast cut already relies on); anything else (no "}, {" near the
+  middle, a batch before B that needed the bracket scan, a helper that failed or died) abandons
+  the split, and the caller parses the file again in one process: never a different result.
+- Relative times need the same base: the helper waits for this process' t0_us (the base of the
+  file's first complete events) before it adds a batch, so its rows are the same floats.
+- EventTable.absorb appends the helper's rows after ours and re-interns its strings in its
+  first-seen order (the ids one reader would have given them).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+import struct
+import sys
+import warnings
+from pathlib import Path
+from typing import Callable, Iterator
+
+from . import jsonscan, typed_events
+from .events import EventTable
+
+HELPERS = 0                # helper processes a parse may fork now (see the module doc)
+MIN_BYTES = 32 << 20       # uncompressed bytes below which one process is faster (fork, two inflates)
+WINDOW = 4 << 20           # how far past the middle the helper looks for a boundary
+_NO_BOUND = -1
+_B = struct.Struct("<q")
+
+
+@contextlib.contextmanager
+def helpers(n: int) -> Iterator[None]:
+    """Allow `n` helper processes to the parses inside the block."""
+    global HELPERS
+    before, HELPERS = HELPERS, n
+    try:
+        yield
+    finally:
+        HELPERS = before
+
+
+def worth_splitting(path: Path) -> bool:
+    if HELPERS < 1 or not hasattr(os, "fork") or not sys.platform.startswith("linux"):
+        return False
+    try:
+        return jsonscan.expanded_size(path) >= MIN_BYTES
+    except OSError:
+        return False
+
+
+def load_split(path: Path, table: EventTable) -> dict | None:
+    """Parse `path` into `table` with a helper process; returns the top-level object without its
+    events (as jsonscan.load_trace does), or None when the split was abandoned (then `table` holds
+    a partial parse: the caller starts again with a fresh one). Format errors of the head are
+    raised here, before any fork; the helper's are left to the one-process parse that follows."""
+    total = jsonscan.expanded_size(path)
+    chunks = jsonscan.chunks(path)
+    try:
+        head, carry, bare = jsonscan.read_head(chunks)
+    except (OSError, EOFError, jsonscan.gzip.BadGzipFile) as exc:
+        raise jsonscan.TraceFormatError(f"cannot read: {type(exc).__name__}: {exc}") from None
+    mid = total // 2
+    if len(head) >= mid:
+        return None
+    fds: list[int] = []
+    try:
+        to_main, from_helper = os.pipe()
+        fds += (to_main, from_helper)
+        from_main, to_helper = os.pipe()
+        fds += (from_main, to_helper)
+        with warnings.catch_warnings():   # (3.12+ warns about fork with threads: the helper only parses and exits)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+    except OSError:   # no fds or processes left: one process does it
+        for fd in fds:
+            os.close(fd)
+        return None
+    if pid == 0:   # the helper
+        os.close(to_main)
+        os.close(to_helper)
+        _helper(path, mid, from_main, from_helper)   # never returns
+    os.close(from_helper)
+    os.close(from_main)
+    reader = os.fdopen(to_main, "rb")
+    writer = os.fdopen(to_helper, "wb", buffering=0)
+    try:
+        return _main(path, table, head, carry, bare, chunks, mid, reader, writer)
+    except jsonscan.SplitAbort:
+        return None
+    finally:
+        reader.close()
+        with contextlib.suppress(OSError):
+            writer.close()
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)   # done already when it returned its part
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
+
+
+def _main(path: Path, table: EventTable, head: bytes, carry: bytes, bare: bool, chunks: Iterator[bytes],
+          mid: int, reader, writer) -> dict | None:
+    t0_sent = [False]
+
+    def send_t0() -> None:
+        if not t0_sent[0]:
+            t0_sent[0] = True
+            with contextlib.suppress(OSError):
+                writer.write(pickle.dumps(table.t0_us))
+
+    def on_batch(batch) -> None:
+        table.add_batch(batch)
+        if table.t0_us is not None:
+            send_t0()
+
+    stop = _Stop(mid, reader)
+    decode = typed_events.BatchDecoder()
+    try:
+        tail = jsonscan.read_events(carry, chunks, on_batch, decode, pos=len(head), stop=stop)
+    except (OSError, EOFError, jsonscan.gzip.BadGzipFile) as exc:
+        raise jsonscan.TraceFormatError(f"cannot read: {type(exc).__name__}: {exc}") from None
+    if tail is not None:   # no boundary near the middle: this process read the whole file
+        return jsonscan.rest_of(head, tail, bare, path)
+    send_t0()   # None when nothing before B had a complete event: the helper takes its own
+    try:
+        kind, part, tail = pickle.loads(reader.read())
+    except Exception:   # the helper died or sent nothing usable
+        return None
+    if kind != "ok":
+        return None
+    table.absorb(part)
+    return jsonscan.rest_of(head, tail, bare, path)
+
+
+class _Stop:
+    """jsonscan.Stop for this process: the helper's boundary, asked for (blocking) once the bytes
+    read reach the middle; none (the helper found none, or died) means read on to the end."""
+
+    def __init__(self, mid: int, reader) -> None:
+        self.active = True
+        self.mid = mid
+        self.reader = reader
+        self.value: int | None = None
+
+    def bound(self, end: int) -> int | None:
+        if self.value is None and end >= self.mid:
+            got = self.reader.read(_B.size)
+            b = _B.unpack(got)[0] if len(got) == _B.size else _NO_BOUND
+            if b == _NO_BOUND:
+                self.active = False
+                return None
+            self.value = b
+        return self.value
+
+
+def _helper(path: Path, mid: int, from_main: int, to_main: int) -> None:
+    """The helper's whole life: find B, send it, parse from B, send the part and the tail, exit."""
+    code = 0
+    try:
+        with os.fdopen(to_main, "wb") as out, os.fdopen(from_main, "rb") as inp:
+            chunks = jsonscan.chunks(path, start=mid)
+            found = _bound(chunks)
+            if found is None:
+                out.write(_B.pack(_NO_BOUND))
+                return
+            bound, carry = mid + found[0], found[1]
+            out.write(_B.pack(bound))
+            out.flush()
+            table = EventTable()
+            waiting = [True]
+
+            def on_batch(batch) -> None:
+                if waiting[0]:   # this process' base first: the rows are then the same floats
+                    waiting[0] = False
+                    table.t0_us = pickle.load(inp)
+                table.add_batch(batch)
+
+            try:
+                tail = jsonscan.read_events(carry, chunks, on_batch, typed_events.BatchDecoder(), pos=bound)
+                msg = ("ok", table.part(), tail)
+            except Exception as exc:   # noqa: BLE001 - the one-process parse reports it properly
+                msg = ("error", repr(exc)[:500], None)
+            out.write(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
+    except BaseException:  # noqa: BLE001 - whatever happens, the helper must not live on
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _bound(chunks: Iterator[bytes]) -> tuple[int, bytes] | None:
+    """(offset of the first "}, {" boundary, the bytes from it on) in the first WINDOW of chunks."""
+    buf = b""
+    for chunk in chunks:
+        buf += chunk
+        at = jsonscan.first_boundary(buf)
+        if at >= 0:
+            return at, buf[at:]
+        if len(buf) > WINDOW:
+            return None
+    return None
+
+
+def read_into(path: Path, table_factory: Callable[[], EventTable]) -> tuple[EventTable, dict | None]:
+    """(table, rest) by two processes, or (a fresh table, None) when the caller must read it alone."""
+    table = table_factory()
+    rest = load_split(path, table) if worth_splitting(path) else None
+    return (table, rest) if rest is not None else (table_factory(), None)
