@@ -6,6 +6,9 @@ object: turning profiling off costs one attribute check. Only `session.py`, `pro
 """
 from __future__ import annotations
 
+import os
+import threading
+
 
 class _Switch:
     """`on`: a marked call has something to do (device markers, the tracer or marker metrics): the
@@ -14,14 +17,19 @@ class _Switch:
     (tracing/_metrics.refresh_switch keeps it). Both are kept up to date by their writers: setting
     STATE.mstx_enabled, refresh_switch()."""
 
-    __slots__ = ("on", "recording")
+    __slots__ = ("on", "recording", "lock")
 
     def __init__(self) -> None:
         self.on = False
         self.recording = False
+        # its writers recompute `on` under this lock: two of them at once (markers turned on in one
+        # thread, the tracer off in another) cannot leave it stale
+        self.lock = threading.Lock()
 
 
 SWITCH = _Switch()
+if hasattr(os, "register_at_fork"):   # a child forked while another thread held the lock gets a free one
+    os.register_at_fork(after_in_child=lambda: setattr(SWITCH, "lock", threading.Lock()))
 
 
 class _State:
@@ -65,8 +73,9 @@ class _State:
 
     @mstx_enabled.setter
     def mstx_enabled(self, value: bool) -> None:  # a property so that no writer can leave SWITCH stale
-        self._mstx_enabled = value
-        SWITCH.on = bool(value) or SWITCH.recording
+        with SWITCH.lock:
+            self._mstx_enabled = value
+            SWITCH.on = bool(value) or SWITCH.recording
 
 
 STATE = _State()

@@ -30,17 +30,45 @@ REAL = sorted((HERE / "data" / "hta").rglob("*.json.gz")) + sorted((SHARED_DATA 
 pytestmark = pytest.mark.skipif(not split_parse.sys.platform.startswith("linux"), reason="the helper is forked (Linux)")
 
 
+class Seen(list):
+    """The merges (rows of the helper's part), and what they saw: this process' rows before the
+    merge, whether its t0 was still unknown; the times_exact of every finished table; the forks."""
+    def __init__(self):
+        super().__init__()
+        self.own_rows, self.t0_unknown, self.times_exact, self.forks, self.pids = [], [], [], 0, []
+
+
 @pytest.fixture
 def small_batches(monkeypatch):
-    """Every file streamed, in 8 KB chunks, and split whatever its size; counts the merges."""
+    """Every file streamed, in 8 KB chunks, and split whatever its size; records the merges."""
     monkeypatch.setattr(jsonscan, "STREAM_THRESHOLD", 0)
     monkeypatch.setattr(jsonscan, "CHUNK", 8 << 10)
     monkeypatch.setattr(jsonscan, "_FAST_WINDOW", 8 << 10)
     monkeypatch.setattr(split_parse, "MIN_BYTES", 0)
-    merged = []
-    real_absorb = EventTable.absorb
-    monkeypatch.setattr(EventTable, "absorb", lambda self, p: merged.append(p["n"]) or real_absorb(self, p))
-    return merged
+    seen = Seen()
+    real_absorb, real_finish, real_fork = EventTable.absorb, EventTable.finish, os.fork
+
+    def absorb(self, p):
+        seen.append(p["n"])
+        seen.own_rows.append(self._n)
+        seen.t0_unknown.append(self.t0_us is None)
+        return real_absorb(self, p)
+
+    def finish(self):
+        seen.times_exact.append(self.times_exact)
+        return real_finish(self)
+
+    def fork():
+        seen.forks += 1
+        pid = real_fork()
+        if pid:
+            seen.pids.append(pid)
+        return pid
+
+    monkeypatch.setattr(EventTable, "absorb", absorb)
+    monkeypatch.setattr(EventTable, "finish", finish)
+    monkeypatch.setattr(split_parse.os, "fork", fork)
+    return seen
 
 
 def _same(a, b) -> None:
@@ -59,16 +87,18 @@ def _same(a, b) -> None:
         assert a.memory.raw_ts is None or np.array_equal(a.memory.raw_ts, b.memory.raw_ts)
 
 
-def _both(path: Path):
+def _both(path: Path, seen: Seen | None = None):
     one = read_kineto_trace(path)
     with split_parse.helpers(1):
         two = read_kineto_trace(path)
+    if seen is not None:   # the tables finished (the last of each parse) had the same times_exact
+        assert seen.times_exact[0] == seen.times_exact[-1]
     return one, two
 
 
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
 def test_a_real_trace_parses_the_same_in_two_processes(path, small_batches):
-    one, two = _both(path)
+    one, two = _both(path, small_batches)
     _same(one, two)
     if jsonscan.expanded_size(path) > 1 << 20:   # (a small one may have its events past the middle)
         assert len(small_batches) == 1 and 0 < small_batches[0] < len(one.events)   # split, rows on both sides
@@ -89,8 +119,8 @@ def _synthetic(n: int = 3000, first_half_x: bool = True, text_ts: bool = False) 
                         "tid": 7 + i % 3, "ts": t, "dur": 3 + i % 5,
                         "args": {"correlation": i, "grid": [1, 2, 3], "Task Type": "AI_CORE" if i % 4 == 0 else None,
                                  **({"In msg nelems": i, "Collective name": "all_reduce", "Group size": 8} if i % 50 == 0 else {})}})
-        else:
-            evs.append({"ph": "i", "s": "t", "name": "marker", "pid": 1, "tid": 7, "ts": t})
+        else:   # padded like a complete event with its args, so that the middle falls among these
+            evs.append({"ph": "i", "s": "t", "name": "marker", "pid": 1, "tid": 7, "ts": t, "args": {"pad": "p" * 300}})
         if i % 11 == 0:
             evs.append({"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 7, "ts": ts,
                         "args": {"Device Type": 1, "Device Id": 0, "Bytes": 512 if i % 2 else -512,
@@ -115,9 +145,14 @@ def test_every_kind_of_event_parses_the_same_in_two_processes(tmp_path, small_ba
     data = orjson.dumps(obj, option=orjson.OPT_INDENT_2)
     p = tmp_path / ("t.json.gz" if gz else "t.json")
     p.write_bytes(gzip.compress(data) if gz else data)
-    one, two = _both(p)
+    one, two = _both(p, small_batches)
     _same(one, two)
-    assert small_batches and len(one.events) > 1000 and one.memory is not None and one.events.comm_args
+    assert len(one.events) > 1000 and one.memory is not None and one.events.comm_args
+    assert len(small_batches) == 1 and small_batches[0] > 0   # split, the helper with rows
+    if kind == "first half without complete events":   # then the helper took its own t0
+        assert small_batches.own_rows == [0] and small_batches.t0_unknown == [True]
+    else:
+        assert small_batches.own_rows[0] > 0 and small_batches.t0_unknown == [False]
 
 
 def test_no_boundary_near_the_middle_reads_on_alone(tmp_path, small_batches, monkeypatch):
@@ -143,7 +178,7 @@ def test_a_middle_past_the_event_array_gives_up(tmp_path, small_batches):
     assert small_batches == []
 
 
-def test_a_helper_that_dies_leaves_the_parse_to_one_process(tmp_path, small_batches, monkeypatch):
+def test_a_helper_that_dies_before_the_boundary_leaves_the_parse_to_this_process(tmp_path, small_batches, monkeypatch):
     monkeypatch.setattr(split_parse, "_helper", lambda *a: os._exit(3))
     p = tmp_path / "t.json"
     p.write_bytes(orjson.dumps(_synthetic()))
@@ -152,16 +187,99 @@ def test_a_helper_that_dies_leaves_the_parse_to_one_process(tmp_path, small_batc
     assert small_batches == []
 
 
-def test_a_truncated_file_fails_as_with_one_process(tmp_path, small_batches):
-    data = gzip.compress(orjson.dumps(_synthetic()))
-    p = tmp_path / "t.json.gz"
-    p.write_bytes(data[: len(data) * 3 // 4])
+@pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
+def test_a_truncated_file_fails_as_with_one_process(tmp_path, small_batches, gz):
+    # cut three quarters in: the helper's half is where the array never ends. A truncated gzip has
+    # no trailer, so its size is guessed: a copy whose trailer still says the right size splits too.
+    data = orjson.dumps(_synthetic())
+    cut = data[: len(data) * 3 // 4]
+    p = tmp_path / ("t.json.gz" if gz else "t.json")
+    if gz:   # a whole gzip member of the cut bytes, with a trailer claiming the full size
+        blob = gzip.compress(cut)
+        p.write_bytes(blob[:-4] + len(data).to_bytes(4, "little"))
+    else:
+        p.write_bytes(cut)
     errors = []
     for n in (0, 1):
-        with split_parse.helpers(n), pytest.raises((jsonscan.TraceFormatError, EOFError, OSError)) as exc:
+        with split_parse.helpers(n), pytest.raises(jsonscan.TraceFormatError) as exc:
             read_kineto_trace(p)
-        errors.append((type(exc.value), str(exc.value)))
+        errors.append(str(exc.value))
     assert errors[0] == errors[1]
+    assert ("incorrect length check" if gz else "never ends") in errors[0]
+    assert small_batches.forks == 1 and small_batches == []   # the helper ran, and failed: one reader's error
+
+
+@pytest.mark.parametrize("how", ["dies after the boundary", "fails after the boundary"])
+def test_a_helper_lost_after_the_boundary_leaves_the_parse_to_one_process(tmp_path, small_batches, monkeypatch, how):
+    def part(self):   # runs in the helper only (this process never builds a part)
+        if how == "dies after the boundary":
+            os._exit(5)
+        raise RuntimeError("a failing helper")
+
+    monkeypatch.setattr(EventTable, "part", part)
+    p = tmp_path / "t.json"
+    p.write_bytes(orjson.dumps(_synthetic()))
+    one, two = _both(p, small_batches)
+    _same(one, two)
+    assert small_batches.forks == 1 and small_batches == []
+
+
+class _Expired(Exception):
+    pass
+
+
+def test_a_time_limit_during_the_split_goes_through_and_reaps_the_helper(tmp_path, small_batches, monkeypatch):
+    import signal
+    import time
+
+    monkeypatch.setattr(EventTable, "part", lambda self: time.sleep(30))   # the helper hangs before replying
+    p = tmp_path / "t.json"
+    p.write_bytes(orjson.dumps(_synthetic()))
+
+    def expired(signum, frame):
+        raise _Expired()
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, 1.0)   # what collect.run_in_process does, sooner
+    t = time.perf_counter()
+    try:
+        with split_parse.helpers(1), pytest.raises(_Expired):
+            read_kineto_trace(p)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert time.perf_counter() - t < 10 and small_batches.forks == 1
+    with pytest.raises(ChildProcessError):   # killed and reaped
+        os.waitpid(small_batches.pids[0], os.WNOHANG)
+
+
+def test_nested_boundaries_are_passed_over(tmp_path, small_batches):
+    # every event's args hold a list of objects: most "}, {" near the middle are inside an event
+    evs = [{"ph": "X", "name": f"k{i % 13}", "cat": "kernel", "pid": 0, "tid": 1, "ts": 1000 + i, "dur": 1,
+            "args": {"correlation": i, "shapes": [{"d": j} for j in range(40)]}} for i in range(4000)]
+    p = tmp_path / "t.json"
+    p.write_bytes(orjson.dumps({"traceEvents": evs}))
+    one, two = _both(p, small_batches)
+    _same(one, two)
+    assert len(small_batches) == 1 and small_batches[0] > 0 and small_batches.own_rows[0] > 0
+
+
+def test_a_boundary_that_does_not_parse_leaves_this_process_reading_alone(tmp_path, small_batches, monkeypatch):
+    # a helper that picks a "boundary" inside a string: this process' batch up to it cannot parse,
+    # so it reads on to the end itself (no second parse from the start) and drops the helper
+    evs = [{"ph": "X", "name": "f(}, {x)" if i == 2100 else f"a{i}", "cat": "cpu_op", "pid": 1, "tid": 1,
+            "ts": i, "dur": 1} for i in range(4000)]
+    p = tmp_path / "t.json"
+    data = orjson.dumps({"traceEvents": evs})
+    p.write_bytes(data)
+    inside = data.index(b"f(}, {x)") + 3   # just past the '}' in the name
+    monkeypatch.setattr(split_parse, "_bound", lambda chunks: (inside - len(data) // 2, b", {x)" + data[inside + 3:]))
+    heads = []
+    real_head = jsonscan.read_head
+    monkeypatch.setattr(jsonscan, "read_head", lambda chunks: heads.append(1) or real_head(chunks))
+    one, two = _both(p, small_batches)
+    _same(one, two)
+    assert small_batches.forks == 1 and small_batches == [] and len(heads) == 2   # one read each
 
 
 def test_only_a_lone_capture_with_jobs_to_spare_may_split(tmp_path):

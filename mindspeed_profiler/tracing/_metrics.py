@@ -13,8 +13,9 @@ from mindspeed_profiler._state import STATE, SWITCH  # SWITCH: re-exported (its 
 
 def refresh_switch() -> None:
     """Recompute SWITCH; called by whoever changes `STATE.tracer` (tracing/api.py) or METRICS.on."""
-    SWITCH.recording = METRICS._on or STATE.tracer is not None
-    SWITCH.on = SWITCH.recording or bool(STATE.mstx_enabled)
+    with SWITCH.lock:
+        SWITCH.recording = METRICS._on or STATE.tracer is not None
+        SWITCH.on = SWITCH.recording or bool(STATE.mstx_enabled)
 
 
 class Metrics:

@@ -254,7 +254,10 @@ class EventTable:
         return [(i, {k: a[k] for k in COMM_ARG_FIELDS if k in a}) for i in hit if type(a := args[i]) is dict]
 
     @staticmethod
-    def _base(ts_raw) -> int:
+    def _base(ts_raw) -> int | None:
+        """The integer part of the first usable time; None when there is none (then the next batch
+        sets the base: rows without a usable time are dropped whatever it is, and the base does not
+        depend on where the batches were cut)."""
         for v in ts_raw:
             if isinstance(v, str):
                 t = _parse_str_ts(v)
@@ -262,7 +265,7 @@ class EventTable:
                     return t[0]
             elif isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v):
                 return int(v)
-        return 0
+        return None
 
     def _rel(self, ts_raw) -> np.ndarray:
         base = self.t0_us or 0

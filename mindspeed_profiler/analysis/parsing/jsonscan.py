@@ -252,15 +252,11 @@ def read_head(chunks: Iterator[bytes]) -> tuple[bytes, bytes, bool]:
     raise TraceFormatError("not a Chrome/Kineto trace: no 'traceEvents' list")
 
 
-class SplitAbort(Exception):
-    """read_events with a stop could not end exactly at the boundary asked for (split_parse.py:
-    the trace is then parsed again in one process)."""
-
-
 class Stop(Protocol):
     """Where read_events is to stop (split_parse.py). While `active`, `bound(end)` is called with
     the offset just past the bytes buffered and returns the boundary once it is known (None
-    before); when there is none to stop at, `active` turns False and reading goes on to the end."""
+    before); when there is none to stop at, `active` is False (set by the stop, or by read_events
+    for a boundary that does not parse) and reading goes on to the end."""
     active: bool
 
     def bound(self, end: int) -> int | None: ...
@@ -273,9 +269,10 @@ def read_events(carry: bytes, chunks: Iterator[bytes], on_batch: Callable[[list]
     `chunks`, handing batches to `on_batch`; returns the bytes from the array's closing ']' on.
 
     `stop` (split_parse.py; `pos`: the offset of carry's first byte): once its boundary B is
-    reached, the batch up to B is parsed and nothing after it (returns None). A batch that does not
-    parse there raises SplitAbort: a boundary proves itself by its batch's parse. (The bracket scan
-    below never passes B: it reads only bytes buffered, and B is cut at as soon as they reach it.)
+    reached, the batch up to B is parsed and nothing after it (returns None). A boundary proves
+    itself by that batch's parse; where it does not parse (B inside a string or a nested value),
+    the stop is turned off and reading goes on to the end as without one. (The bracket scan below
+    never passes B: it reads only bytes buffered, and B is cut at as soon as they reach it.)
     """
     tail_parts: list[bytes] | None = None
     for chunk in _with_first(b"", chunks):   # carry alone first: the array may start mid-chunk
@@ -287,10 +284,9 @@ def read_events(carry: bytes, chunks: Iterator[bytes], on_batch: Callable[[list]
         if stop is not None and stop.active:
             bound = stop.bound(end)
             if bound is not None and bound <= end:
-                if bound < pos:
-                    raise SplitAbort("the boundary lies before this process' bytes")
-                _parse_exact(buf[:bound - pos], on_batch, decode)
-                return None
+                if bound >= pos and _parse_exact(buf[:bound - pos], on_batch, decode):
+                    return None
+                stop.active = False   # no boundary for this reader: on alone (the caller drops its helper)
         cut = _fast_cut(buf)
         if cut > 0:
             # common case: parse up to the last "}, {" near the end; a valid array means the
@@ -332,16 +328,17 @@ def _with_first(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
     yield from rest
 
 
-def _parse_exact(buf: bytes, on_batch: Callable[[list], None], decode: Callable[[bytes], object | None] | None) -> None:
-    """The events of buf as one batch, which must parse (else SplitAbort)."""
+def _parse_exact(buf: bytes, on_batch: Callable[[list], None], decode: Callable[[bytes], object | None] | None) -> bool:
+    """The events of buf handed on as one batch; False (and nothing handed on) when they do not parse."""
     data = b"[" + buf.lstrip().lstrip(b",") + b"]"
     batch = decode(data) if decode is not None else None
     if batch is None:
         try:
             batch = orjson.loads(data)
         except orjson.JSONDecodeError:
-            raise SplitAbort("the batch before the boundary does not parse") from None
+            return False
     on_batch(batch)
+    return True
 
 
 def rest_of(head: bytes, tail: bytes, bare: bool, path: Path) -> dict:
@@ -361,6 +358,13 @@ _NON_WS = re.compile(rb"\S")
 _BLANKS = b" \t\r\n,"
 _SEP = re.compile(rb"\}\s*,\s*\{")
 _FAST_WINDOW = 64 << 10
+
+
+def reads_as_values(buf: bytes, n: int = 2) -> bool:
+    """Whether buf (starting between values, outside any string) holds at least n whole values and
+    closes no bracket it did not open: what the bytes after a top-level boundary look like."""
+    ends, close = _event_ends(buf)
+    return close < 0 and len(ends) >= n
 
 
 def first_boundary(buf: bytes) -> int:

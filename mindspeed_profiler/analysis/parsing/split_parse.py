@@ -7,19 +7,28 @@ allows one for a lone capture analysed with `-j 2` or more), so a pool of worker
 keeps the cores busy never forks more.
 
 The protocol, and why the result is exactly that of one reader:
-- The helper finds a boundary B: the first "}, {" after half the uncompressed bytes (it seeks
-  there, or inflates and drops the bytes before it), and sends B. It parses from B to the end of
-  the file with the usual streaming reader, and returns its EventTable part and the bytes after
-  the array.
+- The helper finds a boundary B past half the uncompressed bytes (it seeks there, or inflates and
+  drops the bytes before it): the first "}, {" from which the bytes that follow read as whole
+  values at one depth, never closing a structure they did not open (a "}, {" between the objects
+  of a list inside an event's args closes that list soon after). It sends B, parses from B to the
+  end of the file with the usual streaming reader, and returns its EventTable part and the bytes
+  after the array.
 - This process parses up to B and cuts there. Its parse of the batch that ends at B proves that B
   is a boundary between two top-level events (a cut inside a string or a nested value cannot
-  parse, the rule jsonscan's fast cut already relies on); anything else (no "}, {" near the
-  middle, a batch before B that needed the bracket scan, a helper that failed or died) abandons
-  the split, and the caller parses the file again in one process: never a different result.
+  parse: the rule jsonscan's fast cut already relies on). Where that batch does not parse, or the
+  helper found no boundary, this process reads on to the end alone; where the helper fails or
+  dies after B, the caller parses the file again in one process. Never a different result.
 - Relative times need the same base: the helper waits for this process' t0_us (the base of the
-  file's first complete events) before it adds a batch, so its rows are the same floats.
+  file's first complete events) before it adds a batch, so its rows are the same floats. (When the
+  first half has no complete event with a time, the helper waits for the whole first half.)
 - EventTable.absorb appends the helper's rows after ours and re-interns its strings in its
   first-seen order (the ids one reader would have given them).
+- One documented difference (docs/perf_analysis.md): typed decoding gives up on a file after
+  MAX_MISSES batches in a row it cannot take; the helper's decoder starts afresh, so the one input
+  where the typed and dict paths differ (a number beyond float64 in a field nothing reads) may be
+  read by the other path in the second half.
+- `mid` comes from the gzip trailer's size, the last member's for a multi-member file: only the
+  balance of the two halves suffers.
 """
 from __future__ import annotations
 
@@ -39,6 +48,8 @@ from .events import EventTable
 HELPERS = 0                # helper processes a parse may fork now (see the module doc)
 MIN_BYTES = 32 << 20       # uncompressed bytes below which one process is faster (fork, two inflates)
 WINDOW = 4 << 20           # how far past the middle the helper looks for a boundary
+CHECK = 64 << 10           # the bytes after a candidate that must read as whole values at one depth
+MAX_TRIES = 256            # candidates judged before the helper gives up
 _NO_BOUND = -1
 _B = struct.Struct("<q")
 
@@ -90,26 +101,24 @@ def load_split(path: Path, table: EventTable) -> dict | None:
         for fd in fds:
             os.close(fd)
         return None
-    if pid == 0:   # the helper
-        os.close(to_main)
-        os.close(to_helper)
-        _helper(path, mid, from_main, from_helper)   # never returns
-    os.close(from_helper)
-    os.close(from_main)
-    reader = os.fdopen(to_main, "rb")
-    writer = os.fdopen(to_helper, "wb", buffering=0)
+    if pid == 0:   # the helper: whatever happens, it ends here and never returns into the caller
+        try:
+            _helper(path, mid, from_main, from_helper)
+        finally:
+            os._exit(1)
     try:
-        return _main(path, table, head, carry, bare, chunks, mid, reader, writer)
-    except jsonscan.SplitAbort:
-        return None
+        os.close(from_helper)
+        os.close(from_main)
+        with os.fdopen(to_main, "rb") as reader, os.fdopen(to_helper, "wb", buffering=0) as writer:
+            return _main(path, table, head, carry, bare, chunks, mid, reader, writer)
     finally:
-        reader.close()
-        with contextlib.suppress(OSError):
-            writer.close()
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)   # done already when it returned its part
-        with contextlib.suppress(OSError):
-            os.waitpid(pid, 0)
+        try:
+            os.kill(pid, signal.SIGKILL)   # gone already when it sent its part
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                os.waitpid(pid, 0)
 
 
 def _main(path: Path, table: EventTable, head: bytes, carry: bytes, bare: bool, chunks: Iterator[bytes],
@@ -136,9 +145,12 @@ def _main(path: Path, table: EventTable, head: bytes, carry: bytes, bare: bool, 
     if tail is not None:   # no boundary near the middle: this process read the whole file
         return jsonscan.rest_of(head, tail, bare, path)
     send_t0()   # None when nothing before B had a complete event: the helper takes its own
+    data = reader.read()   # (outside the try: a time limit's exception must go through)
     try:
-        kind, part, tail = pickle.loads(reader.read())
-    except Exception:   # the helper died or sent nothing usable
+        kind, part, tail = pickle.loads(data)
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, IndexError):
+        return None   # the helper died or sent nothing usable
+    if kind != "ok":
         return None
     if kind != "ok":
         return None
@@ -171,6 +183,10 @@ def _helper(path: Path, mid: int, from_main: int, to_main: int) -> None:
     """The helper's whole life: find B, send it, parse from B, send the part and the tail, exit."""
     code = 0
     try:
+        devnull = os.open(os.devnull, os.O_WRONLY)   # nothing of the helper's reaches the user's terminal
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        warnings.simplefilter("ignore")
         with os.fdopen(to_main, "wb") as out, os.fdopen(from_main, "rb") as inp:
             chunks = jsonscan.chunks(path, start=mid)
             found = _bound(chunks)
@@ -202,14 +218,25 @@ def _helper(path: Path, mid: int, from_main: int, to_main: int) -> None:
 
 
 def _bound(chunks: Iterator[bytes]) -> tuple[int, bytes] | None:
-    """(offset of the first "}, {" boundary, the bytes from it on) in the first WINDOW of chunks."""
+    """(offset of the first likely boundary, the bytes from it on) within the first WINDOW bytes
+    of chunks: a "}, {" after which the next CHECK bytes are whole values at one depth (the
+    bracket scan never goes below it). This process' parse is still what proves it."""
     buf = b""
+    tried = at = 0   # at: where the next candidate is looked for (past those judged)
     for chunk in chunks:
         buf += chunk
-        at = jsonscan.first_boundary(buf)
-        if at >= 0:
-            return at, buf[at:]
-        if len(buf) > WINDOW:
+        while tried < MAX_TRIES:
+            found = jsonscan.first_boundary(buf[at:])
+            if found < 0:
+                break
+            at += found
+            if len(buf) - at < CHECK and len(buf) <= WINDOW:
+                at -= found   # read more before judging this one
+                break
+            tried += 1
+            if jsonscan.reads_as_values(buf[at:at + CHECK]):
+                return at, buf[at:]
+        if len(buf) > WINDOW or tried >= MAX_TRIES:
             return None
     return None
 
