@@ -28,6 +28,17 @@ class _Switch:
 
 
 SWITCH = _Switch()
+
+
+def update_switch(recording: bool | None = None) -> None:
+    """Recompute SWITCH.on (with `recording`, the tracer-or-metrics part, when it changed): the one
+    place its rule lives, called by STATE.mstx_enabled's setter and tracing/_metrics.refresh_switch."""
+    with SWITCH.lock:
+        if recording is not None:
+            SWITCH.recording = recording
+        SWITCH.on = SWITCH.recording or bool(STATE._mstx_enabled)
+
+
 if hasattr(os, "register_at_fork"):   # a child forked while another thread held the lock gets a free one
     os.register_at_fork(after_in_child=lambda: setattr(SWITCH, "lock", threading.Lock()))
 
@@ -73,9 +84,8 @@ class _State:
 
     @mstx_enabled.setter
     def mstx_enabled(self, value: bool) -> None:  # a property so that no writer can leave SWITCH stale
-        with SWITCH.lock:
-            self._mstx_enabled = value
-            SWITCH.on = bool(value) or SWITCH.recording
+        self._mstx_enabled = value
+        update_switch()
 
 
 STATE = _State()

@@ -17,10 +17,10 @@ import functools
 import time
 from typing import Any, Callable, Iterable, Optional, Union
 
-from mindspeed_profiler._state import STATE
+from mindspeed_profiler._state import STATE, SWITCH
 from mindspeed_profiler.backends import marker_kinds as _kinds
 from mindspeed_profiler.backends.marker_kinds import DEFAULT_DOMAIN
-from mindspeed_profiler.tracing._metrics import METRICS, SWITCH
+from mindspeed_profiler.tracing._metrics import METRICS
 from mindspeed_profiler._warn import warn_once
 from mindspeed_profiler.tracing._wrap import wrap_callable
 from mindspeed_profiler.tracing.api import new_span, trace_instant

@@ -19,7 +19,8 @@ import pytest
 
 from mindspeed_profiler import mstx, mstx_timer_decorator
 from mindspeed_profiler.tracing import api, init_tracer, shutdown_tracer, trace_begin, trace_end, trace_func, trace_span
-from mindspeed_profiler.tracing._metrics import METRICS, SWITCH
+from mindspeed_profiler._state import SWITCH
+from mindspeed_profiler.tracing._metrics import METRICS
 from mindspeed_profiler.tracing._wrap import wrap_callable
 from mindspeed_profiler.tracing.recorder import Recorder
 from conftest import tracer_cfg

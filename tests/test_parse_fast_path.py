@@ -221,17 +221,17 @@ def test_gzip_read_as_gzip_reads_it(tmp_path, small_chunks, monkeypatch):
         except (OSError, EOFError) as exc:
             want = (type(exc).__name__, None)
         try:
-            got = ("ok", b"".join(jsonscan._chunks(p)))
+            got = ("ok", b"".join(jsonscan.chunks(p)))
         except (OSError, EOFError) as exc:
             got = (type(exc).__name__, None)
         assert got == want, name
-        assert all(len(c) <= jsonscan.CHUNK for c in jsonscan._chunks(p)) if want[0] == "ok" else True
+        assert all(len(c) <= jsonscan.CHUNK for c in jsonscan.chunks(p)) if want[0] == "ok" else True
     # pieces of every size: compressed reads of 1 byte to 64 KB, output chunks of 64 bytes up
     p = tmp_path / "members.json.gz"
     for raw_read, chunk in ((1, 64), (7, 100), (512, 4096), (1 << 16, 64)):
         monkeypatch.setattr(jsonscan, "RAW_READ", raw_read)
         monkeypatch.setattr(jsonscan, "CHUNK", chunk)
-        got = list(jsonscan._chunks(p))
+        got = list(jsonscan.chunks(p))
         assert b"".join(got) == body and max(map(len, got)) <= chunk, (raw_read, chunk)
     monkeypatch.setattr(jsonscan, "CHUNK", 4096)
     # and through the parse: the members' file gives the one-member file's table

@@ -1,6 +1,6 @@
 """Per-name timing of marked ranges (count / total / max seconds), for trainers to log per iteration,
-and refresh_switch, which keeps SWITCH (_state.py: the flag the marked-call wrappers read first)
-up to date for the tracer and the metrics.
+and refresh_switch, which keeps _state.SWITCH (the flag the marked-call wrappers read first) up to
+date for the tracer and the metrics.
 
 Lives apart from mstx.py because the shared call wrapper (_wrap.py) reads SWITCH inline.
 """
@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import threading
 
-from mindspeed_profiler._state import STATE, SWITCH  # SWITCH: re-exported (its home is _state.py)
+from mindspeed_profiler._state import STATE, update_switch
 
 
 def refresh_switch() -> None:
     """Recompute SWITCH; called by whoever changes `STATE.tracer` (tracing/api.py) or METRICS.on."""
-    with SWITCH.lock:
-        SWITCH.recording = METRICS._on or STATE.tracer is not None
-        SWITCH.on = SWITCH.recording or bool(STATE.mstx_enabled)
+    update_switch(recording=METRICS._on or STATE.tracer is not None)
 
 
 class Metrics:

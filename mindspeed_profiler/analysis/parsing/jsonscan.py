@@ -9,6 +9,7 @@ top-level object (distributedInfo, deviceProperties, ...) is kept and parsed at 
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import re
 import zlib
@@ -97,6 +98,15 @@ def expanded_size(path: Path) -> int:
     return isize if isize >= size else max(size * 20, 1 << 32)
 
 
+@contextlib.contextmanager
+def reading() -> Iterator[None]:
+    """A file that cannot be read (I/O error, bad or truncated gzip) as a TraceFormatError."""
+    try:
+        yield
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise TraceFormatError(f"cannot read: {type(exc).__name__}: {exc}") from None
+
+
 def load_trace(path: Path, on_batch: Callable[[list], None], stream: bool | None = None,
                decode: Callable[[bytes], object | None] | None = None) -> dict:
     """Parse a Chrome/Kineto trace, handing its events to `on_batch` in one or more lists.
@@ -110,10 +120,8 @@ def load_trace(path: Path, on_batch: Callable[[list], None], stream: bool | None
     if stream is None:
         stream = expanded_size(path) > STREAM_THRESHOLD
     if not stream:
-        try:
+        with reading():
             obj = loads(read_bytes(path), path)
-        except (OSError, EOFError, gzip.BadGzipFile) as exc:
-            raise TraceFormatError(f"cannot read: {type(exc).__name__}: {exc}") from None
         if isinstance(obj, list):
             on_batch(obj)
             return {}
@@ -122,11 +130,9 @@ def load_trace(path: Path, on_batch: Callable[[list], None], stream: bool | None
             raise TraceFormatError(f"not a Chrome/Kineto trace: no 'traceEvents' list (top level: {keys})")
         on_batch(obj.pop("traceEvents"))
         return obj
-    try:
+    with reading():
         # (two arguments without a decoder: tests stand in for _stream with that signature)
         return _stream(path, on_batch) if decode is None else _stream(path, on_batch, decode)
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise TraceFormatError(f"cannot read: {type(exc).__name__}: {exc}") from None
 
 
 def chunks(path: Path, start: int = 0) -> Iterator[bytes]:
@@ -153,7 +159,6 @@ def chunks(path: Path, start: int = 0) -> Iterator[bytes]:
             yield b
 
 
-_chunks = chunks   # (the name tests and benchmarks know)
 RAW_READ = 64 << 10   # compressed bytes per read: ~CHUNK of JSON at a trace's usual 5-10x ratio
 
 
@@ -284,7 +289,9 @@ def read_events(carry: bytes, chunks: Iterator[bytes], on_batch: Callable[[list]
         if stop is not None and stop.active:
             bound = stop.bound(end)
             if bound is not None and bound <= end:
-                if bound >= pos and _parse_exact(buf[:bound - pos], on_batch, decode):
+                batch = _batch_of(buf[:bound - pos], decode) if bound >= pos else None
+                if batch is not None:
+                    on_batch(batch)
                     return None
                 stop.active = False   # no boundary for this reader: on alone (the caller drops its helper)
         cut = _fast_cut(buf)
@@ -292,14 +299,7 @@ def read_events(carry: bytes, chunks: Iterator[bytes], on_batch: Callable[[list]
             # common case: parse up to the last "}, {" near the end; a valid array means the
             # cut is a top-level event boundary (a cut inside a string or a nested value
             # cannot balance), so no full bracket scan is needed
-            data = b"[" + buf[:cut].lstrip().lstrip(b",") + b"]"
-            batch = decode(data) if decode is not None else None
-            if batch is None:
-                try:
-                    batch = orjson.loads(data)
-                except orjson.JSONDecodeError:
-                    batch = None
-            del data
+            batch = _batch_of(buf[:cut], decode)
             if batch is not None:
                 on_batch(batch)
                 del batch
@@ -328,17 +328,17 @@ def _with_first(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
     yield from rest
 
 
-def _parse_exact(buf: bytes, on_batch: Callable[[list], None], decode: Callable[[bytes], object | None] | None) -> bool:
-    """The events of buf handed on as one batch; False (and nothing handed on) when they do not parse."""
-    data = b"[" + buf.lstrip().lstrip(b",") + b"]"
+def _batch_of(events: bytes, decode: Callable[[bytes], object | None] | None):
+    """The events of `events` (whole events, maybe with blanks and commas around them) as one
+    batch: `decode`'s result, else orjson's list; None when they do not parse as an array."""
+    data = b"[" + events.lstrip().lstrip(b",") + b"]"
     batch = decode(data) if decode is not None else None
     if batch is None:
         try:
             batch = orjson.loads(data)
         except orjson.JSONDecodeError:
-            return False
-    on_batch(batch)
-    return True
+            return None
+    return batch
 
 
 def rest_of(head: bytes, tail: bytes, bare: bool, path: Path) -> dict:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from . import jsonscan, split_parse, typed_events
-from .events import Events, EventTable
+from .events import Events
 from .memory_events import as_int
 
 
@@ -36,7 +36,7 @@ def read_kineto_trace(path: Path) -> KinetoTrace:
     """Parse a trace file; raises jsonscan.TraceFormatError (or OSError) when it is not one."""
     if path.stat().st_size == 0:
         raise jsonscan.TraceFormatError("empty file")
-    table, rest = split_parse.read_into(path, EventTable)   # two processes where a core is free
+    table, rest = split_parse.read_into(path)   # two processes where a core is free
     if rest is None:
         rest = jsonscan.load_trace(path, table.add_batch, decode=typed_events.BatchDecoder())
     ev = table.finish()

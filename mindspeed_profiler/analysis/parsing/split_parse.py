@@ -40,7 +40,7 @@ import struct
 import sys
 import warnings
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 from . import jsonscan, typed_events
 from .events import EventTable
@@ -81,10 +81,8 @@ def load_split(path: Path, table: EventTable) -> dict | None:
     raised here, before any fork; the helper's are left to the one-process parse that follows."""
     total = jsonscan.expanded_size(path)
     chunks = jsonscan.chunks(path)
-    try:
+    with jsonscan.reading():
         head, carry, bare = jsonscan.read_head(chunks)
-    except (OSError, EOFError, jsonscan.gzip.BadGzipFile) as exc:
-        raise jsonscan.TraceFormatError(f"cannot read: {type(exc).__name__}: {exc}") from None
     mid = total // 2
     if len(head) >= mid:
         return None
@@ -138,10 +136,8 @@ def _main(path: Path, table: EventTable, head: bytes, carry: bytes, bare: bool, 
 
     stop = _Stop(mid, reader)
     decode = typed_events.BatchDecoder()
-    try:
+    with jsonscan.reading():
         tail = jsonscan.read_events(carry, chunks, on_batch, decode, pos=len(head), stop=stop)
-    except (OSError, EOFError, jsonscan.gzip.BadGzipFile) as exc:
-        raise jsonscan.TraceFormatError(f"cannot read: {type(exc).__name__}: {exc}") from None
     if tail is not None:   # no boundary near the middle: this process read the whole file
         return jsonscan.rest_of(head, tail, bare, path)
     send_t0()   # None when nothing before B had a complete event: the helper takes its own
@@ -150,8 +146,6 @@ def _main(path: Path, table: EventTable, head: bytes, carry: bytes, bare: bool, 
         kind, part, tail = pickle.loads(data)
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, IndexError):
         return None   # the helper died or sent nothing usable
-    if kind != "ok":
-        return None
     if kind != "ok":
         return None
     table.absorb(part)
@@ -241,8 +235,8 @@ def _bound(chunks: Iterator[bytes]) -> tuple[int, bytes] | None:
     return None
 
 
-def read_into(path: Path, table_factory: Callable[[], EventTable]) -> tuple[EventTable, dict | None]:
+def read_into(path: Path) -> tuple[EventTable, dict | None]:
     """(table, rest) by two processes, or (a fresh table, None) when the caller must read it alone."""
-    table = table_factory()
+    table = EventTable()
     rest = load_split(path, table) if worth_splitting(path) else None
-    return (table, rest) if rest is not None else (table_factory(), None)
+    return (table, rest) if rest is not None else (EventTable(), None)
