@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import socket
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 import pytest
+from gloo_job import INIT, run_two_ranks
 
 from mindspeed_profiler.analysis.analyzers import collective_bandwidth as cb
 from mindspeed_profiler.analysis.analyzers.classify import classified
@@ -248,7 +245,7 @@ GLOO_WORKER = '''
 import os, sys
 import torch, torch.distributed as dist
 rank = int(os.environ["RANK"])
-dist.init_process_group("gloo", rank=rank, world_size=2)
+''' + INIT + '''
 x = torch.ones(1 << 18)                          # 1 MiB of Float
 h = torch.ones(3000, dtype=torch.bfloat16)
 b = torch.zeros(5000, dtype=torch.int64)
@@ -265,21 +262,12 @@ dist.destroy_process_group()
 GLOO_JOB = {("allreduce", 1 << 20): 1, ("allreduce", 6000): 1, ("allgather", 80000): 1, ("broadcast", 40000): 1}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_a_real_gloo_job(tmp_path):
     pytest.importorskip("torch")
     script = tmp_path / "worker.py"
     script.write_text(GLOO_WORKER)
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE="2", OMP_NUM_THREADS="1")
-    procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path)], env=dict(env, RANK=str(r)),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for r in (0, 1)]
-    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    assert run_two_ranks(script, str(tmp_path), timeout_s=120, quiet=True) == [0, 0]
     for rank in (0, 1):
         path = tmp_path / f"rank{rank}.pt.trace.json"
         raw = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("ph") == "X"]

@@ -5,17 +5,13 @@ last at every all-reduce and costs rank 0 about its sleep. HTA has nothing to sa
 reads ncclKernel* kernels only): its columns stay empty."""
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-
 import pytest
 
 pytest.importorskip("torch")
 
 from mindspeed_profiler.analysis.batch import analyse_directory  # noqa: E402
 from mindspeed_profiler.analysis.facade import RunAnalysis  # noqa: E402
+from gloo_job import INIT, run_two_ranks  # noqa: E402
 
 SLEEP_S = 0.06
 ITERATIONS = 6
@@ -24,7 +20,7 @@ WORKER = f'''
 import os, sys, time
 import torch, torch.distributed as dist
 rank = int(os.environ["RANK"])
-dist.init_process_group("gloo", rank=rank, world_size=2)
+{INIT}
 out = sys.argv[1]
 x = torch.ones(1 << 14)
 for _ in range(2):   # warm-up: the processes' start and gloo's first connection stay out of the capture
@@ -44,19 +40,10 @@ dist.destroy_process_group()
 '''
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_the_sleeping_rank_is_the_straggler_of_a_gloo_job(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE="2", OMP_NUM_THREADS="1")
-    procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path / "traces")], env=dict(env, RANK=str(r)))
-             for r in (0, 1)]
-    assert [p.wait(timeout=180) for p in procs] == [0, 0]
+    assert run_two_ranks(script, str(tmp_path / "traces"), timeout_s=180) == [0, 0]
     summary, code = analyse_directory(tmp_path / "traces", jobs=1, html=False, progress=False, write=False)
     assert code == 0
     rows = list(RunAnalysis.from_summary(summary).stragglers())

@@ -9,22 +9,29 @@ from __future__ import annotations
 import contextlib
 import operator
 import os
+from datetime import timedelta
 from functools import reduce
 
 import torch
 
 
 def init_megatron(rank: int = 0, world_size: int = 1, tp: int = 1, pp: int = 1, seed: int = 1234,
-                  master_port: int | None = None) -> None:
-    """Initialise torch.distributed (gloo on CPU) and Megatron's parallel state, once per process."""
+                  store: "torch.distributed.Store | None" = None) -> None:
+    """Initialise torch.distributed (gloo on CPU) and Megatron's parallel state, once per process.
+
+    The group meets in `store` (see `group_store`), or at MASTER_ADDR/MASTER_PORT when the
+    environment names them; a lone process needs neither."""
     import torch.distributed as dist
     from megatron.core import parallel_state
 
     if not dist.is_initialized():
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(master_port or _free_port()))
         backend = "nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend, rank=rank, world_size=world_size)
+        if store is None and world_size == 1 and "MASTER_PORT" not in os.environ:
+            store = dist.HashStore()  # no port at all: nothing another process can take first
+        if store is None:
+            dist.init_process_group(backend, rank=rank, world_size=world_size)
+        else:
+            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size)
     if not parallel_state.model_parallel_is_initialized():
         parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp)
     if torch.cuda.is_available():
@@ -36,12 +43,17 @@ def init_megatron(rank: int = 0, world_size: int = 1, tp: int = 1, pp: int = 1, 
     torch.manual_seed(seed)
 
 
-def _free_port() -> int:
-    import socket
+STORE_TIMEOUT = timedelta(minutes=10)
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+
+def group_store(addr: str, port: int, world_size: int, master: bool) -> "torch.distributed.TCPStore":
+    """The group's rendezvous store. The master (rank 0) passes port 0 and keeps the store it gets:
+    the port stays bound from the moment it is picked, so no other process can take it before the
+    group meets (picking a free port, closing it and binding it again later raced: EADDRINUSE).
+    The others connect to the master's `store.port`."""
+    import torch.distributed as dist
+
+    return dist.TCPStore(addr, port, world_size, master, timeout=STORE_TIMEOUT, wait_for_workers=False)
 
 
 def _install_cpu_shims(seed: int) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from examples.common import task
-from examples.common.mcore_cpu import build_gpt, causal_mask, init_megatron
+from examples.common.mcore_cpu import build_gpt, causal_mask, group_store, init_megatron
 from examples.common.rl_math import dpo_loss, grpo_loss, token_log_probs
 from mindspeed_profiler import IntegratedProfiler, load_config, mstx_range, mstx_timer_decorator
 from mindspeed_profiler.tracing import init_tracer, shutdown_tracer
@@ -31,22 +31,20 @@ class PolicyWorker:
         self.config, self.rank, self.world_size, self.model_cfg, self.seed = config, rank, world_size, model, seed
 
     def rendezvous(self) -> tuple[str, int]:
-        """On rank 0: an address and free port on this node for the group's torch.distributed init."""
-        import socket
-
+        """On rank 0: the address and port on this node where the group's torch.distributed init
+        meets. The store listening there is held until setup hands it to init_process_group."""
         import ray
 
-        addr = ray.util.get_node_ip_address()
-        with socket.socket() as sock:
-            sock.bind((addr, 0))
-            return addr, sock.getsockname()[1]
+        self._store = group_store(ray.util.get_node_ip_address(), 0, self.world_size, master=True)
+        return self._store.host, self._store.port
 
     def setup(self, master_addr: str, master_port: int) -> dict[str, Any]:
         torch.set_num_threads(1)  # several workers share a laptop's cores
         rank, world_size, model = self.rank, self.world_size, self.model_cfg
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0",
                           MASTER_ADDR=master_addr, MASTER_PORT=str(master_port))
-        init_megatron(rank=rank, world_size=world_size, seed=self.seed)  # same seed: identical initial weights
+        store = getattr(self, "_store", None) or group_store(master_addr, master_port, world_size, master=False)
+        init_megatron(rank=rank, world_size=world_size, seed=self.seed, store=store)  # same seed: identical initial weights
         self.seq_len = model["prompt_len"] + model["response_len"]
         self.model = build_gpt(task.VOCAB, self.seq_len, num_layers=model["layers"], hidden=model["hidden"], heads=model["heads"])
         torch.manual_seed(self.seed + 1000 * (rank + 1))  # but each rank samples its own stream
