@@ -138,10 +138,11 @@ class RayCluster:
     def group(self, worker_cls: type, size: int, model: dict, seed: int = 0) -> list[Any]:
         """Start `size` ranks of a worker class as Ray actors sharing one torch.distributed group.
 
-        Rank 0 picks the rendezvous address on its own node (the group may span nodes), then every
-        rank joins it and builds its model, profiler and tracer. The group's name for
-        `system.worker_groups` is the workers' `role` (actor, reference); the RLinf-style class name
-        (ActorGroup, ReferenceGroup) is accepted too."""
+        Rank 0 opens the rendezvous store on its own node (the group may span nodes; the store holds
+        its port from then on, so nothing can take it before the group meets), then every rank joins
+        it and builds its model, profiler and tracer. The group's name for `system.worker_groups` is
+        the workers' `role` (actor, reference); the RLinf-style class name (ActorGroup,
+        ReferenceGroup) is accepted too."""
         import ray
 
         group = worker_cls.role
