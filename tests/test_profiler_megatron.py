@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -37,12 +36,10 @@ def test_without_megatron_state_the_filter_is_reported_not_applied(tmp_path, cap
 @pytest.mark.slow
 def test_tp2_group_only_tp_rank0_captures(tmp_path):
     """Two real processes, torch.distributed (gloo) + megatron.core parallel state with TP=2."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    rendezvous = tmp_path.with_name(tmp_path.name + ".rendezvous")   # a file, not a port another process can take
     script = textwrap.dedent(f"""
         import os, torch, torch.distributed as dist
-        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:{port}",
+        dist.init_process_group("gloo", init_method="file://{rendezvous}",
                                 rank=int(os.environ["RANK"]), world_size=2)
         from megatron.core import parallel_state as ps
         ps.initialize_model_parallel(tensor_model_parallel_size=2)
