@@ -8,30 +8,22 @@ from __future__ import annotations
 
 import contextlib
 import operator
-import os
 from datetime import timedelta
 from functools import reduce
 
 import torch
 
 
-def init_megatron(rank: int = 0, world_size: int = 1, tp: int = 1, pp: int = 1, seed: int = 1234,
-                  store: "torch.distributed.Store | None" = None) -> None:
-    """Initialise torch.distributed (gloo on CPU) and Megatron's parallel state, once per process.
-
-    The group meets in `store` (see `group_store`), or at MASTER_ADDR/MASTER_PORT when the
-    environment names them; a lone process needs neither."""
+def init_megatron(rank: int = 0, world_size: int = 1, tp: int = 1, pp: int = 1, seed: int = 1234, *,
+                  store: "torch.distributed.Store") -> None:
+    """Initialise torch.distributed (gloo on CPU) in the group's `store` (group_store) and
+    Megatron's parallel state, once per process."""
     import torch.distributed as dist
     from megatron.core import parallel_state
 
     if not dist.is_initialized():
         backend = "nccl" if torch.cuda.is_available() else "gloo"
-        if store is None and world_size == 1 and "MASTER_PORT" not in os.environ:
-            store = dist.HashStore()  # no port at all: nothing another process can take first
-        if store is None:
-            dist.init_process_group(backend, rank=rank, world_size=world_size)
-        else:
-            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size)
     if not parallel_state.model_parallel_is_initialized():
         parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp)
     if torch.cuda.is_available():

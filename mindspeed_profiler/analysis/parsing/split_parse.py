@@ -121,11 +121,12 @@ def load_split(path: Path, table: EventTable) -> dict | None:
 
 def _main(path: Path, table: EventTable, head: bytes, carry: bytes, bare: bool, chunks: Iterator[bytes],
           mid: int, reader, writer) -> dict | None:
-    t0_sent = [False]
+    t0_sent = False
 
     def send_t0() -> None:
-        if not t0_sent[0]:
-            t0_sent[0] = True
+        nonlocal t0_sent
+        if not t0_sent:
+            t0_sent = True
             with contextlib.suppress(OSError):
                 writer.write(pickle.dumps(table.t0_us))
 
@@ -191,11 +192,12 @@ def _helper(path: Path, mid: int, from_main: int, to_main: int) -> None:
             out.write(_B.pack(bound))
             out.flush()
             table = EventTable()
-            waiting = [True]
+            waiting = True
 
             def on_batch(batch) -> None:
-                if waiting[0]:   # this process' base first: the rows are then the same floats
-                    waiting[0] = False
+                nonlocal waiting
+                if waiting:   # this process' base first: the rows are then the same floats
+                    waiting = False
                     table.t0_us = pickle.load(inp)
                 table.add_batch(batch)
 
@@ -237,6 +239,9 @@ def _bound(chunks: Iterator[bytes]) -> tuple[int, bytes] | None:
 
 def read_into(path: Path) -> tuple[EventTable, dict | None]:
     """(table, rest) by two processes, or (a fresh table, None) when the caller must read it alone."""
-    table = EventTable()
-    rest = load_split(path, table) if worth_splitting(path) else None
-    return (table, rest) if rest is not None else (EventTable(), None)
+    if worth_splitting(path):
+        table = EventTable()
+        rest = load_split(path, table)
+        if rest is not None:
+            return table, rest
+    return EventTable(), None   # (an abandoned split's table holds a partial parse)
