@@ -230,15 +230,25 @@ class Recorder:
         n = taken // EVENT_WIDTH
         it = iter(fields)
         for ph, name, cat, start, end, ident, task, args, stage, iteration in zip(*(it,) * EVENT_WIDTH):
-            dur = end - start
-            lane = lanes.get((ident, task))
-            if lane is None:
-                lane = lanes[(ident, task)] = len(lanes) + 1
-                tid, tname = self._threads.get(ident, (ident, f"thread-{ident}"))
-                write(dumps({"type": formats.SEG_THREAD, "lane": lane, "tid": tid, "name": tname, "task": self._tasks.get(task) if task else None}))
-            if stage is not None or iteration is not None:
-                args = _with_context(args, stage, iteration)
-            write(dumps((ph, name, cat, start, dur, lane, args or None)))  # a JSON array, as a list would be
+            try:
+                dur = end - start
+                lane = lanes.get((ident, task))
+                if lane is None:
+                    tid, tname = self._threads.get(ident, (ident, f"thread-{ident}"))
+                    thread = dumps({"type": formats.SEG_THREAD, "lane": len(lanes) + 1, "tid": tid, "name": tname,
+                                    "task": self._tasks.get(task) if task else None})
+                    lane = lanes[(ident, task)] = len(lanes) + 1
+                    write(thread)
+                if stage is not None or iteration is not None:
+                    args = _with_context(args, stage, iteration)
+                write(dumps((ph, name, cat, start, dur, lane, args or None)))  # a JSON array, as a list would be
+            except Exception as exc:   # one event that cannot be written (an argument whose repr() raises) costs itself only
+                n -= 1
+                self.dropped += 1
+                what = repr(name[:80]) if isinstance(name, str) else f"a name of type {type(name).__name__}"
+                warn_once(f"tracer-event-{self.pid}", f"mindspeed-profiler tracer: a span ({what}) could not be written "
+                          f"({type(exc).__name__}: {str(exc)[:200]}); it is dropped and counted in the segment's stats, "
+                          "the other spans are kept")
         self.recorded += n
         stats = (self.recorded, self.dropped, self.failed_writes)
         if final or (stats != self._stats_sent and (self.dropped or self.failed_writes)):

@@ -51,27 +51,49 @@ def _default(obj: Any) -> Any:
 def dumps_line(obj: Any) -> bytes:
     """One JSON line. What orjson cannot encode even with repr() for unknown types (an int beyond
     64 bits, a dict key of an odd type, nesting too deep) is replaced by its repr(), value by value,
-    so one value never costs the line, let alone the batch."""
+    and a text with a lone surrogate (a non-UTF-8 file name through os.fsdecode) gets it written as
+    the six characters `\\udcff`, so one value never costs the line, let alone the batch. Raises
+    only when a value's own repr() raises."""
     try:
         return orjson.dumps(obj, default=_default, option=_OPTIONS)
     except (TypeError, orjson.JSONEncodeError):
         return orjson.dumps(_encodable(obj, 0), default=_default, option=_OPTIONS)
 
 
+def _utf8(s: str) -> str:
+    """`s`, with any lone surrogate (which UTF-8 cannot hold) written as its backslash escape: the
+    readers (orjson) refuse a JSON `\\udcff` escape too, so the escape is text, not JSON's."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _encodable(v: Any, depth: int) -> Any:
-    if isinstance(v, bool) or v is None or isinstance(v, (str, float)):
+    if isinstance(v, str):
+        return _utf8(v)
+    if isinstance(v, bool) or v is None or isinstance(v, float):
         return v
     if isinstance(v, int):
         return v if -2**63 <= v < 2**64 else repr(v)
     if depth >= _MAX_DEPTH:
-        return repr(v)
+        return _utf8(repr(v))
     if isinstance(v, dict):
-        return {(k if isinstance(k, (str, int, float, bool)) and not (isinstance(k, int) and not -2**63 <= k < 2**64)
-                 else repr(k)): _encodable(x, depth + 1) for k, x in v.items()}
+        return {_key(k): _encodable(x, depth + 1) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [_encodable(x, depth + 1) for x in v]
     try:
         orjson.dumps(v, default=_default, option=_OPTIONS)
         return v
     except (TypeError, orjson.JSONEncodeError):
-        return repr(v)
+        return _utf8(repr(v))
+
+
+def _key(k: Any) -> Any:
+    """A dict key orjson takes (text, a 64-bit int, a float, a bool), else its repr()."""
+    if isinstance(k, str):
+        return _utf8(k)
+    if isinstance(k, (int, float, bool)) and not (isinstance(k, int) and not -2**63 <= k < 2**64):
+        return k
+    return _utf8(repr(k))
