@@ -21,7 +21,7 @@ from typing import Any, BinaryIO, Callable, Iterator
 
 import orjson
 
-from mindspeed_profiler import formats
+from mindspeed_profiler import formats, jsonsafe
 from mindspeed_profiler._warn import warn_once
 from mindspeed_profiler import fileio
 from mindspeed_profiler.fileio import atomic_path
@@ -49,11 +49,23 @@ def located(summary: dict, where: str | Path | None) -> Summary:
 
 # -- summary.json ------------------------------------------------------------------------------
 
-def _dump(v: Any, where: str, found: list[str]) -> bytes:
+def dumps(v: Any, option: int = _LINE_OPTS, found: list[tuple[str, str]] | None = None, where: str = "") -> bytes:
+    """The one JSON encoder of the analysis' outputs (summary.json, capture_totals.jsonl): orjson,
+    and where it refuses a value (a crafted input that got past its reader), the value made one it
+    takes, never an exception: an integer beyond 64 bits as a float (null beyond a float's range,
+    as orjson writes inf), a lone surrogate (a non-UTF-8 file name, a JSON escape read leniently) as
+    its backslash escape. `found` gets where, for a warning."""
     try:
-        return orjson.dumps(v, option=_OPTS)
-    except TypeError:   # an integer beyond 64 bits (a crafted input that got past its reader)
-        return orjson.dumps(_fit_ints(v, where, found), option=_OPTS)
+        return orjson.dumps(v, option=option)
+    except TypeError:   # orjson.JSONEncodeError is one
+        return orjson.dumps(jsonsafe.carried(v, _as_float, (-INT64, INT64), found, where), option=option)
+
+
+def _as_float(v: int) -> float | None:
+    try:
+        return float(v)
+    except OverflowError:
+        return None
 
 
 def _nested(data: bytes, depth: int) -> bytes:
@@ -63,24 +75,23 @@ def _nested(data: bytes, depth: int) -> bytes:
 
 def write_summary(path: Path, summary: dict) -> None:
     """summary.json, the same bytes as one indented orjson dump, written value by value (captures one
-    at a time) so that a 10,000-capture summary is never one string in memory. An integer JSON cannot
-    carry as one (beyond 64 bits) becomes a float and a warning, never a lost summary."""
-    found: list[str] = []
+    at a time) so that a 10,000-capture summary is never one string in memory. A value JSON cannot
+    carry as it is (dumps()) is written as dumps() makes it, with a warning, never a lost summary."""
+    found: list[tuple[str, str]] = []
 
     def write(fh: BinaryIO) -> None:
         _write_object(fh, summary, found)
-        if found:   # rewrite with the warning in (rare: only for crafted inputs)
+        if found:   # rewrite with the warnings in (rare: only for crafted inputs)
             fh.seek(0)
             fh.truncate()
             clean = dict(summary)
-            clean["warnings"] = list(summary.get("warnings") or []) + [
-                f"{len(found)} integer(s) beyond 64 bits written as floats (first at {found[0]}): a crafted value in an input"]
+            clean["warnings"] = list(summary.get("warnings") or []) + _found_warnings(found)
             _write_object(fh, clean, [])
 
     fileio.write_atomic(path, write)   # its permissions and O_NOFOLLOW; the old summary stays whole on failure
 
 
-def _write_object(fh: BinaryIO, summary: dict, found: list[str]) -> None:
+def _write_object(fh: BinaryIO, summary: dict, found: list[tuple[str, str]]) -> None:
     def put(data: bytes) -> None:
         fileio._write_bytes(fh, data)   # the one seam where the tests fill the disk
 
@@ -89,16 +100,16 @@ def _write_object(fh: BinaryIO, summary: dict, found: list[str]) -> None:
         return
     put(b"{")
     for n, (k, v) in enumerate(summary.items()):
-        put((b",\n  " if n else b"\n  ") + orjson.dumps(str(k)) + b": ")
+        put((b",\n  " if n else b"\n  ") + dumps(str(k), found=found, where=f"/{k}") + b": ")
         if isinstance(v, list) and v:   # captures, findings, stage_rank...: one item at a time
             put(b"[")
             for i, c in enumerate(v):
                 if k == "captures":
                     c = without_detail(c)
-                put((b",\n    " if i else b"\n    ") + _nested(_dump(c, f"/{k}/{i}", found), 2))
+                put((b",\n    " if i else b"\n    ") + _nested(dumps(c, _OPTS, found, f"/{k}/{i}"), 2))
             put(b"\n  ]")
         else:
-            put(_nested(_dump(v, f"/{k}", found), 1))
+            put(_nested(dumps(v, _OPTS, found, f"/{k}"), 1))
     put(b"\n}")
 
 
@@ -115,19 +126,14 @@ def without_detail(c: Any) -> Any:
     return {k: v for k, v in c.items() if k not in moved} if moved else c
 
 
-def _fit_ints(v, where: str, found: list[str]):
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, int):
-        if -INT64 <= v < INT64:
-            return v
-        found.append(where or "/")
-        return float(v)
-    if isinstance(v, dict):
-        return {k: _fit_ints(x, f"{where}/{k}", found) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_fit_ints(x, f"{where}/{i}", found) for i, x in enumerate(v)]
-    return v
+def _found_warnings(found: list[tuple[str, str]]) -> list[str]:
+    out = []
+    for kind, what in (("int", "integer(s) beyond 64 bits written as floats (null beyond a float's range)"),
+                       ("text", "text(s) with a lone surrogate (not UTF-8) written with it as its backslash escape")):
+        at = [w for w, k in found if k == kind]
+        if at:
+            out.append(f"{len(at)} {what} (first at {at[0]}): a crafted value in an input")
+    return out
 
 
 def load_summary(path: Path) -> Summary:
@@ -227,7 +233,7 @@ class TotalsSpool:
         moved = {k: c[k] for k in TOTALS_KEYS if k in c}
         if not moved or self.error:
             return res
-        line = orjson.dumps({"path": c.get("path"), **moved}, option=_LINE_OPTS) + b"\n"
+        line = dumps({"path": c.get("path"), **moved}) + b"\n"
         try:
             self._open().write(line)
         except (OSError, TypeError) as exc:   # disk full, a crafted value: keep them inline, say so once
@@ -263,10 +269,7 @@ class TotalsSpool:
                 line = src.read(ref["bytes"])
                 moved = [k for k in detail if k in c]
                 if moved:
-                    try:
-                        line = orjson.dumps({**orjson.loads(line), **{k: c[k] for k in moved}}, option=_LINE_OPTS) + b"\n"
-                    except TypeError:   # an integer beyond 64 bits (crafted): summary.json keeps this one's detail
-                        moved = []
+                    line = dumps({**orjson.loads(line), **{k: c[k] for k in moved}}) + b"\n"
                 self.n_detail += bool(moved)
                 fh.write(line)
                 c["totals"] = {"file": formats.CAPTURE_TOTALS_FILE, "offset": offset, "bytes": len(line),

@@ -22,6 +22,7 @@ from typing import Any, Optional
 import orjson
 
 from mindspeed_profiler import formats
+from mindspeed_profiler.jsonsafe import utf8 as _utf8   # lone surrogates as text: orjson readers refuse JSON's \udcff escape
 
 
 def make_header(role: str, rank: int, wall_ns: int, mono_ns: int, extra: Optional[dict] = None) -> dict:
@@ -58,16 +59,6 @@ def dumps_line(obj: Any) -> bytes:
         return orjson.dumps(obj, default=_default, option=_OPTIONS)
     except (TypeError, orjson.JSONEncodeError):
         return orjson.dumps(_encodable(obj, 0), default=_default, option=_OPTIONS)
-
-
-def _utf8(s: str) -> str:
-    """`s`, with any lone surrogate (which UTF-8 cannot hold) written as its backslash escape: the
-    readers (orjson) refuse a JSON `\\udcff` escape too, so the escape is text, not JSON's."""
-    try:
-        s.encode("utf-8")
-        return s
-    except UnicodeEncodeError:
-        return s.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _encodable(v: Any, depth: int) -> Any:

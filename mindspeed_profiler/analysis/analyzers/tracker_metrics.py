@@ -3,11 +3,11 @@ metric), and the per-worker means the advisor compares (MFU of the update, the r
 peak against the device's capacity). The keys are docs/metrics.md's."""
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 from mindspeed_profiler.formats import flops_per_token
+from mindspeed_profiler.jsonsafe import loads_lenient
 
 from ..rows import Field, RowModel, each_capture, inside
 
@@ -38,7 +38,7 @@ def read_tracker_file(path: Path) -> dict:
                 cut = True
                 break
             try:
-                row = json.loads(line)
+                row = loads_lenient(line)   # a lone surrogate escape in a key becomes text, not a crash of the outputs
             except (ValueError, RecursionError):   # not JSON, or nested past the parser's depth
                 n_bad += 1
                 continue

@@ -3,10 +3,11 @@
 cluster_communication.json, cluster_communication_matrix.json, communication_group.json or (from
 db input) cluster_analysis.db. Per rank and step: computing / communication / free as msprof-analyze
 computed them (and per pipeline stage, its `stage` rows); the collectives' wait / transit time per
-rank; the links by transport; the process groups. A file that is missing or unreadable is a note,
-never a failure of the others."""
+rank; the links by transport; the process groups. A file that is missing or unreadable (a damaged
+db too) is a warning naming it, never a failure of the others."""
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from mindspeed_profiler import formats
@@ -15,7 +16,7 @@ from ..analyzers import collectives
 from ..analyzers.step_breakdown import finish_row
 from ..discover import Capture, not_a_regular_file, rel
 from ..parsing import ascend_comm
-from ..parsing.ascend_db import read_cluster_db
+from ..parsing.ascend_db import CLUSTER_TABLES, read_cluster_db
 from ..parsing.ascend_files import STEP_TRACE_DB_COLUMNS, read_step_trace_time, step_trace_rows
 from . import InputKind, register_input
 
@@ -48,12 +49,22 @@ def _split_ranks(rows: list[dict]) -> tuple[list[dict], list[dict]]:
     return ranks, stages
 
 
+def _read_db(path: Path) -> dict[str, list[dict] | None]:
+    db = read_cluster_db(path)
+    if not any(rows is not None for rows in db.values()):   # another program's db under this name
+        raise ValueError(f"none of msprof-analyze's tables ({', '.join(CLUSTER_TABLES)})")
+    return db
+
+
 def analyse(root: Path, cap: Capture, top_n: int, want_events: bool) -> tuple[dict, None]:
     files = {Path(f).name: root / f for f in cap.files}
     out: dict = {"ranks": [], "stages": [], "communication": None, "groups": None}
     warnings: list[str] = []
     read_any = False
     crow = lrow = grow = None
+    # a damaged file (a db of garbage bytes, truncated, of other tables; a csv or json that does not
+    # parse) is a warning: what the other files give is still analysed
+    broken = (OSError, ValueError, KeyError, TypeError, OverflowError, sqlite3.Error)
 
     def attempt(name: str, fn):
         nonlocal read_any
@@ -63,27 +74,38 @@ def analyse(root: Path, cap: Capture, top_n: int, want_events: bool) -> tuple[di
             got = fn(files[name])
             read_any = True
             return got
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except broken as exc:
             warnings.append(f"{name}: unreadable ({type(exc).__name__}: {exc})")
             return None
 
+    db = attempt(formats.CLUSTER_DB_FILE, _read_db) or {}
+
+    def from_db(table: str, fn):
+        """A table of the db, where the file of the same rows is missing or unreadable."""
+        if not db.get(table):
+            return None
+        try:
+            return fn(db[table])
+        except broken as exc:
+            warnings.append(f"{formats.CLUSTER_DB_FILE}: table {table} unreadable ({type(exc).__name__}: {exc})")
+            return None
+
     rows = attempt(formats.CLUSTER_STEP_TRACE_FILE, read_step_trace_time)
-    db = attempt(formats.CLUSTER_DB_FILE, read_cluster_db) or {}
-    if rows is None and db.get("ClusterStepTraceTime"):
-        rows = step_trace_rows(db["ClusterStepTraceTime"], STEP_TRACE_DB_COLUMNS)
+    if rows is None:
+        rows = from_db("ClusterStepTraceTime", lambda t: step_trace_rows(t, STEP_TRACE_DB_COLUMNS))
     if rows is not None:
         out["ranks"], out["stages"] = _split_ranks(rows)
         if not out["ranks"]:
             warnings.append(f"{formats.CLUSTER_STEP_TRACE_FILE}: no per-rank rows (Type == 'rank')")
     crow = attempt(formats.CLUSTER_COMMUNICATION_FILE, lambda p: ascend_comm.collective_rows(ascend_comm.load_json(p)))
-    if crow is None and db.get("ClusterCommunicationTime"):
-        crow = ascend_comm.collective_rows_from_db(db["ClusterCommunicationTime"])
+    if crow is None:
+        crow = from_db("ClusterCommunicationTime", ascend_comm.collective_rows_from_db)
     lrow = attempt(formats.CLUSTER_MATRIX_FILE, lambda p: ascend_comm.link_rows(ascend_comm.load_json(p)))
-    if lrow is None and db.get("ClusterCommunicationMatrix"):
-        lrow = ascend_comm.link_rows_from_db(db["ClusterCommunicationMatrix"])
+    if lrow is None:
+        lrow = from_db("ClusterCommunicationMatrix", ascend_comm.link_rows_from_db)
     grow = attempt(formats.CLUSTER_GROUP_FILE, lambda p: ascend_comm.group_rows(ascend_comm.load_json(p)))
-    if grow is None and db.get("CommunicationGroupMapping"):
-        grow = ascend_comm.group_rows_from_db(db["CommunicationGroupMapping"])
+    if grow is None:
+        grow = from_db("CommunicationGroupMapping", ascend_comm.group_rows_from_db)
     if crow or lrow:
         out["communication"] = {"collectives": collectives.collective_summary(crow or [], top_n),
                                 "per_rank": collectives.per_rank(crow or []), "links": collectives.link_summary(lrow or [])}

@@ -34,6 +34,8 @@ def analyse_trace_file(path: Path, top_n: int, want_events: bool) -> tuple[dict,
         out["warnings"] = out.get("warnings", []) + out["memory_records"]["warnings"]
     if trace.distributed is not None:
         out["distributed"] = trace.distributed
+    if trace.warnings:
+        out["warnings"] = out.get("warnings", []) + trace.warnings
     if trace.devices:
         out["device_properties"] = trace.devices
         if out.get("memory_records"):

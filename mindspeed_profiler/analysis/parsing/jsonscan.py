@@ -19,6 +19,8 @@ from typing import Callable, Iterator, Protocol
 import numpy as np
 import orjson
 
+from mindspeed_profiler.jsonsafe import loads_lenient
+
 # Streaming is not only for memory: parsing ~256 KB batches and building columns from them while
 # the fresh dicts are still in the CPU cache is ~2x faster than one orjson.loads of the whole
 # file followed by a pass over millions of cold dicts (benchmarks/bench_analyse.py).
@@ -54,18 +56,19 @@ def read_bytes(path: Path) -> bytes:
 
 def _lenient(data: bytes, exc: Exception):
     """What orjson refuses but real writers produce: NaN / Infinity (Python's json.dump writes
-    them) and invalid UTF-8 in a name. Tried only after orjson failed; re-raises otherwise."""
+    them), invalid UTF-8 in a name, and an integer past a double (one crafted value then fails its
+    event or field, not the file). Tried only after orjson failed; re-raises otherwise. Python's
+    parser makes a lone surrogate of a JSON escape of one: loads_lenient writes it as text."""
     msg = str(exc)
     if "UTF-8" in msg or "utf-8" in msg:
         try:
             return orjson.loads(data.decode("utf-8", "replace"))
         except orjson.JSONDecodeError as exc2:
             exc = exc2
-    if b"NaN" in data or b"Infinity" in data:
-        import json
+    if b"NaN" in data or b"Infinity" in data or "parsed as double" in str(exc):
         try:
-            return json.loads(data.decode("utf-8", "replace"))
-        except ValueError:
+            return loads_lenient(data.decode("utf-8", "replace"))
+        except (ValueError, RecursionError):
             pass
     raise exc
 

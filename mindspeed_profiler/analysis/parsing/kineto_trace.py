@@ -2,10 +2,12 @@
 trace_view.json) -> an `Events` table plus the trace's other top-level fields."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from mindspeed_profiler import formats
 
 from . import jsonscan, split_parse, typed_events
 from .events import Events
@@ -30,6 +32,7 @@ class KinetoTrace:
     distributed: dict | None  # distributedInfo: backend / rank / world_size, when torch.distributed was up
     devices: list[dict] | None = None   # deviceProperties: id, name, total_memory_bytes (CUDA / ROCm traces)
     memory: TraceMemory | None = None   # with [memory] events only
+    warnings: list[str] = field(default_factory=list)   # what of the trace's own fields was left out, and why
 
 
 def read_kineto_trace(path: Path) -> KinetoTrace:
@@ -55,10 +58,27 @@ def read_kineto_trace(path: Path) -> KinetoTrace:
         raise jsonscan.TraceFormatError("the trace has no events")
     if len(ev) == 0 and not ev.process_names:
         raise jsonscan.TraceFormatError("no complete ('X') events: not a Chrome/Kineto trace")
-    dist = rest.get("distributedInfo") if isinstance(rest, dict) else None
-    distributed = {k: dist.get(k) for k in ("backend", "rank", "world_size") if k in dist} if isinstance(dist, dict) else None
+    warnings: list[str] = []
+    distributed = distributed_info(rest.get("distributedInfo") if isinstance(rest, dict) else None, path, warnings)
     return KinetoTrace(ev, distributed, device_properties(rest.get("deviceProperties") if isinstance(rest, dict) else None),
-                       memory)
+                       memory, warnings)
+
+
+def distributed_info(dist: object, path: Path, warnings: list[str]) -> dict | None:
+    """distributedInfo's backend / rank / world_size. A rank or world size that is none (not an
+    integer from 0, resp. 1, to formats.MAX_RANK + 1: a damaged or crafted trace, 10**400) is a
+    warning naming the file and the value, and unknown (None): the trace is analysed all the same."""
+    if not isinstance(dist, dict):
+        return None
+    out = {k: dist.get(k) for k in ("backend", "rank", "world_size") if k in dist}
+    for key, low in (("rank", 0), ("world_size", 1)):
+        v = out.get(key)
+        if key in out and not (isinstance(v, int) and not isinstance(v, bool) and low <= v <= formats.MAX_RANK + low):
+            shown = repr(v) if len(repr(v)) <= 40 else f"{repr(v)[:30]}... ({len(repr(v))} characters)"
+            warnings.append(f"{path.name}: distributedInfo.{key} is {shown}, not an integer from {low} to "
+                            f"{formats.MAX_RANK + low}: the capture's {key} is unknown")
+            out[key] = None
+    return out
 
 
 def device_properties(raw) -> list[dict] | None:
