@@ -62,14 +62,15 @@ def test_a_lone_surrogate_escape_in_a_tracker_line_reaches_the_outputs_as_text(t
     """Python's json (the tracker reader) turns the escape "\\ud800" into a lone surrogate, which
     once crashed the summary writer (orjson: "surrogates not allowed") and lost every output."""
     (tmp_path / "metrics").mkdir()
-    (tmp_path / "metrics" / "actor_rank0.jsonl").write_text(
-        '{"iteration": 1, "timing_s/iteration": 1.5, "timing_s/gen\\ud800": 0.5}\n'
-        '{"iteration": 2, "timing_s/iteration": 1.25, "timing_s/gen\\ud800": 0.25}\n')
+    (tmp_path / "metrics" / "actor_rank0.jsonl").write_bytes(
+        b'{"iteration": 1, "timing_s/iteration": 1.5, "timing_s/gen\\ud800": 0.5}\n'
+        b'{"iteration": 2, "timing_s/iteration": 1.25, "timing_s/gen\\ud800": 0.25, "timing_s/x\xff": 1}\n')
     summary = _analyse(tmp_path)
     (c,) = summary["captures"]
     assert c["status"] == "ok" and c["kind"] == "tracker"
     metrics = {r["metric"] for r in c["tracker"]["rows"]}
     assert "timing_s/gen\\ud800" in metrics   # visible, as the escape's text
+    assert "timing_s/x\ufffd" in metrics       # a byte that is not UTF-8: U+FFFD (the file is read with errors="replace")
 
 
 def test_a_lone_surrogate_in_a_trace_read_leniently_reaches_the_outputs_as_text(tmp_path, shared_data):
