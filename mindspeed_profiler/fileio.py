@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import json
 import os
 import secrets
@@ -110,6 +111,44 @@ def update_json(path: str | os.PathLike, change: Callable[[dict[str, Any] | None
         return write_json_atomic(path, new) if new is not None else None
 
 
+def open_append(path: str | os.PathLike, truncate: bool = False) -> BinaryIO:
+    """`path` opened for appending (created when absent; emptied first with truncate=True), only
+    when it is a regular file: a link at the last component is not followed (its target is never
+    truncated or written) and a FIFO or a device is refused without blocking (a FIFO with no reader
+    would hang the open, one with a reader would swallow the data). Raises OSError or UnsafeFile."""
+    fd = _regular_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), "written")
+    try:
+        if truncate:   # after the check, not O_TRUNC: nothing but a regular file is ever emptied
+            os.ftruncate(fd, 0)
+        return os.fdopen(fd, "ab")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _regular_fd(path: str | os.PathLike, flags: int, verb: str) -> int:
+    """`path` opened with `flags`, without blocking, only when it is a regular file (a FIFO or a
+    device is refused, never waited on; with O_NOFOLLOW a link says so); then set to blocking, as
+    a regular file never blocks. The one check of every open, for reading or appending, of a file
+    someone else may have put there."""
+    try:
+        fd = os.open(path, flags | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError as exc:
+        if flags & getattr(os, "O_NOFOLLOW", 0) and os.path.islink(path):
+            raise UnsafeFile(f"{Path(path).name}: a symbolic link, not followed here") from None
+        if exc.errno == errno.ENXIO:   # what a FIFO without a reader (or a socket) answers to a non-blocking open
+            raise UnsafeFile(f"{Path(path).name}: not a regular file (a FIFO or a socket): not {verb}") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnsafeFile(f"{Path(path).name}: not a regular file (a FIFO, a device or a directory): not {verb}")
+        os.set_blocking(fd, True)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 # ------------------------------------------------------------------------------------- reading
 
 
@@ -121,19 +160,9 @@ def read_regular_file(path: str | os.PathLike, max_bytes: int, follow_links: boo
     """The bytes of a regular file of at most `max_bytes`. Opened without blocking (a FIFO or a
     device is refused, never waited on) and, with follow_links=False, without following a link at
     the last component. Raises OSError (missing, unreadable) or UnsafeFile."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    if not follow_links:
-        flags |= getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        if not follow_links and os.path.islink(path):
-            raise UnsafeFile(f"{Path(path).name}: a symbolic link, not followed here") from None
-        raise
+    fd = _regular_fd(path, os.O_RDONLY | (0 if follow_links else getattr(os, "O_NOFOLLOW", 0)), "read")
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UnsafeFile(f"{Path(path).name}: not a regular file (a FIFO, a device or a directory)")
         if st.st_size > max_bytes:
             raise UnsafeFile(f"{Path(path).name}: {st.st_size} bytes, more than the {max_bytes} read here")
         chunks, left = [], max_bytes + 1

@@ -25,6 +25,7 @@ from typing import Any
 
 from mindspeed_profiler import formats
 from mindspeed_profiler._warn import new_scope, warn_once
+from mindspeed_profiler.fileio import open_append
 from mindspeed_profiler.metrics.peaks import peak_tflops
 from mindspeed_profiler.observers import Observer
 from mindspeed_profiler.ranks import resolve_rank
@@ -158,7 +159,7 @@ class MetricsTracker(Observer):
         self.path = self.output_dir / formats.metrics_file_name(self.role, self.rank)
         self.last: dict[str, Any] = {}
         self._stage_s: dict[str, float] = {}
-        self._mode = "w"          # the first row of a run starts the file; a resumed run appends
+        self._truncate = True     # the first row of a run starts the file; a resumed run appends
         self._peak: float | None = self.cfg.peak_tflops
         self._tb: Any = None      # the SummaryWriter, once made; False: unavailable
         self._scope = new_scope()
@@ -168,7 +169,7 @@ class MetricsTracker(Observer):
     def started(self, profiler: Any, iteration: int) -> None:
         self._stage_s = {}
         if iteration > 1:
-            self._mode = "a"
+            self._truncate = False
 
     def stage(self, profiler: Any, name: str) -> _StageTimer:
         return _StageTimer(self, name)
@@ -219,10 +220,11 @@ class MetricsTracker(Observer):
     def _write(self, row: dict[str, Any]) -> None:
         try:
             self.output_dir.mkdir(parents=True, exist_ok=True)
-            with open(self.path, self._mode, encoding="utf-8") as fh:
-                fh.write(json.dumps(row, separators=(",", ":")) + "\n")
-            self._mode = "a"
-        except Exception as exc:   # a full disk or a read-only directory must not stop training
+            # never a plain open(): a FIFO put at the path would hang step() forever, a link's target would be emptied
+            with open_append(self.path, truncate=self._truncate) as fh:
+                fh.write((json.dumps(row, separators=(",", ":")) + "\n").encode("utf-8"))
+            self._truncate = False
+        except Exception as exc:   # a full disk, a read-only directory, a FIFO there: training goes on
             warn_once((self._scope, "metrics-write"), "could not write the iteration metrics to %s (%s rank %d): %s: %s; "
                       "training goes on (prof.metrics() still has them)", self.path, self.role, self.rank,
                       type(exc).__name__, exc)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
+from mindspeed_profiler.fileio import open_append
+
 COLLECTOR_NAME = "mindspeed_profiler_trace_collector"
 
 
@@ -27,7 +29,7 @@ class TraceCollector:
             raise ValueError(f"bad segment name {name!r}")
         fh = self._files.get(name)
         if fh is None:
-            fh = self._files[name] = open(os.path.join(self.timeline_dir, name), "ab")
+            fh = self._files[name] = open_append(os.path.join(self.timeline_dir, name))
         fh.write(data)
         fh.flush()
         self.batches += 1

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
+from mindspeed_profiler.fileio import open_append
+
 
 class FileSink:
     """Appends batches to `<dir>/<name>`; opened lazily so an idle tracer creates no file."""
@@ -19,7 +21,7 @@ class FileSink:
     def write(self, data: bytes) -> None:
         if self._fh is None:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            self._fh = open(self.path, "ab")
+            self._fh = open_append(self.path)   # a FIFO or a link there is refused, never waited on
         self._fh.write(data)
         self._fh.flush()  # into the page cache: survives a SIGKILL of this process
 
