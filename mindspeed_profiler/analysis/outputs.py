@@ -27,6 +27,7 @@ from mindspeed_profiler import fileio
 from mindspeed_profiler.fileio import atomic_path
 
 from .rows import INT64, Record
+from .summary_shape import SummaryShapeError, checked
 
 TOTALS_KEYS = ("op_totals", "kernel_totals")
 _OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
@@ -139,10 +140,14 @@ def _found_warnings(found: list[tuple[str, str]]) -> list[str]:
 def load_summary(path: Path) -> Summary:
     """summary.json, knowing its directory (its captures' totals file is there), each capture's
     detail moved to capture_totals.jsonl (a run of more than formats.INLINE_DETAIL_MAX captures) put
-    back in its record, read one line at a time."""
+    back in its record, read one line at a time. A file that is not JSON, or not of the shape the
+    readers rely on (summary_shape), is a SummaryShapeError (a ValueError) naming it and the field."""
     path = Path(path)
-    summary = located(orjson.loads(path.read_bytes()), path.parent)
-    return inline_detail(summary)
+    try:
+        data = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:   # a truncated file: name it
+        raise SummaryShapeError(f"{path}: not JSON ({exc})") from None
+    return checked(inline_detail(located(data, path.parent)) if isinstance(data, dict) else data, path)
 
 
 def inline_detail(summary: Summary) -> Summary:

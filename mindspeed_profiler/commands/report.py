@@ -32,6 +32,9 @@ def run(args: argparse.Namespace) -> int:
     if found is not None:
         try:
             summary = load_summary(found)
+        except ValueError as exc:   # not JSON, or not a summary's shape: the message names the file and the field
+            print(f"report: {exc}", file=sys.stderr)
+            return 1
         except Exception as exc:  # noqa: BLE001
             print(f"report: cannot read {found}: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 1

@@ -1,0 +1,109 @@
+"""compare, report and the advisor's findings as a user meets them (issue 31, items 10, 16, 17):
+a summary.json of the wrong shape, two directories of raw Kineto traces, the same finding in
+several captures."""
+from __future__ import annotations
+
+import argparse
+import copy
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from mindspeed_profiler.analysis import advisor
+from mindspeed_profiler.analysis.analyzers.compare import compare
+from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.outputs import load_summary
+from mindspeed_profiler.commands import compare as compare_cmd
+from mindspeed_profiler.commands import report as report_cmd
+
+REPO = Path(__file__).resolve().parents[1]
+KINETO = Path("/work/shared/data/kineto")
+RAW = KINETO / "gpu_rank0.json.gz"
+
+
+def _raw_trace() -> Path:
+    if not RAW.is_file():
+        pytest.skip(f"{RAW} is not here")
+    return RAW
+
+
+# ------------------------------------------------------------------ item 10: summary.json of the wrong shape
+
+@pytest.fixture(scope="module")
+def good_summary(tmp_path_factory) -> dict:
+    """A real summary.json (analysis of a real Kineto trace), as JSON."""
+    d = tmp_path_factory.mktemp("good")
+    shutil.copy(_raw_trace(), d / RAW.name)
+    analyse_directory(d, jobs=1, progress=False, html=False)
+    return json.loads((d / "analysis" / "summary.json").read_text())
+
+
+def _damaged(good: dict) -> dict[str, tuple[object, str]]:
+    """name -> (the summary.json content, a word the error must name: the field)."""
+    out: dict[str, tuple[object, str]] = {
+        "a list": ([1, 2], "expected an object"),
+        "captures a number": ({"captures": 5}, "captures"),
+        "a capture not a dict": ({**good, "captures": [5]}, "captures[0]"),
+        "null counts": ({**good, "counts": None}, "counts"),
+        "a timeline of numbers": ({**good, "timeline": {"iterations": [{"stages": 3}]}}, "iterations[0]"),
+    }
+    s = copy.deepcopy(good)
+    s["captures"][0]["device"] = 5
+    out["a number for the device block"] = (s, "device")
+    s = copy.deepcopy(good)
+    del s["captures"][0]["steps"][0]["dur_us"]
+    out["a step without its duration"] = (s, "dur_us")
+    s = copy.deepcopy(good)
+    s["captures"][0]["top_ops"][0]["self_us"] = "slow"
+    out["text for a time"] = (s, "self_us")
+    s = copy.deepcopy(good)
+    s["stage_rank"] = [{"source": "capture", "stage": "all", "rank": 0}]
+    out["a stage_rank row without its value"] = (s, "value_us")
+    return out
+
+
+def _write(tmp_path: Path, name: str, content: object) -> Path:
+    d = tmp_path / name.replace(" ", "_") / "analysis"
+    d.mkdir(parents=True)
+    (d / "summary.json").write_bytes(orjson.dumps(content))
+    return d.parent
+
+
+def test_a_summary_of_the_wrong_shape_is_a_clean_error_in_process(tmp_path, good_summary, capsys):
+    good = _write(tmp_path, "good", good_summary)
+    for name, (content, field) in _damaged(good_summary).items():
+        run = _write(tmp_path, name, content)
+        with pytest.raises(ValueError) as exc:
+            load_summary(run / "analysis" / "summary.json")
+        msg = str(exc.value)
+        assert str(run / "analysis" / "summary.json") in msg and field in msg and "expected" in msg, (name, msg)
+        capsys.readouterr()
+        assert compare_cmd.run(argparse.Namespace(a=str(good), b=str(run), jobs=1, json_out=None, top=5)) == 1, name
+        assert report_cmd.run(argparse.Namespace(directory=str(run), reanalyse=False, jobs=1)) == 1, name
+        err = capsys.readouterr().err
+        assert err.count(field) >= 2 and "summary.json" in err, (name, err)
+
+
+def test_a_summary_of_the_wrong_shape_is_a_clean_error_through_the_cli(tmp_path, good_summary):
+    good = _write(tmp_path, "good", good_summary)
+    for name, (content, field) in _damaged(good_summary).items():
+        run = _write(tmp_path, name, content)
+        for argv in (["compare", str(good), str(run)], ["report", str(run)]):
+            p = subprocess.run([sys.executable, "-m", "mindspeed_profiler.cli", *argv], cwd=REPO,
+                               capture_output=True, text=True, timeout=120)
+            assert p.returncode == 1, (name, argv, p.stderr)
+            assert "Traceback" not in p.stderr and field in p.stderr and "summary.json" in p.stderr, (name, p.stderr)
+
+
+def test_a_truncated_summary_names_its_file(tmp_path, good_summary):
+    run = _write(tmp_path, "truncated", good_summary)
+    f = run / "analysis" / "summary.json"
+    f.write_bytes(f.read_bytes()[:500])
+    with pytest.raises(ValueError, match="summary.json: not JSON"):
+        load_summary(f)
