@@ -152,29 +152,67 @@ def _regular_fd(path: str | os.PathLike, flags: int, verb: str) -> int:
 # ------------------------------------------------------------------------------------- reading
 
 
-class UnsafeFile(ValueError):
-    """Not a regular file, too large, or a link where none is allowed; str() says which."""
+class UnsafeFile(OSError, ValueError):
+    """Not a regular file, too large, or a link where none is allowed; str() says which. An OSError
+    (every reader that reports "cannot read" reports this too) and, as it always was, a ValueError."""
+
+
+def open_regular(path: str | os.PathLike, follow_links: bool = True) -> BinaryIO:
+    """`path` opened for binary reading, only when it is a regular file: opened without blocking
+    (a FIFO or a device is refused, never waited on; the one check every reader of an input uses)
+    and, with follow_links=False, without following a link at the last component. Raises OSError
+    (missing, unreadable) or UnsafeFile."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        if not follow_links and os.path.islink(path):
+            raise UnsafeFile(f"{Path(path).name}: a symbolic link, not followed here") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnsafeFile(f"{Path(path).name}: not a regular file (a FIFO, a device or a directory): not read")
+        os.set_blocking(fd, True)   # a regular file never blocks; reads then behave as usual
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def check_regular(path: str | os.PathLike) -> None:
+    """Raise UnsafeFile unless `path` is a regular file (links followed), for readers that open by
+    name themselves (sqlite3.connect): a FIFO would block them forever. OSError when missing."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise UnsafeFile(f"{Path(path).name}: not a regular file (a FIFO, a device or a directory): not read")
+
+
+def connect_readonly(path: str | os.PathLike):
+    """A read-only sqlite3 connection to the regular file `path` (check_regular first: sqlite opens
+    by name, and would wait on a FIFO forever); the path is URI-quoted, so `?` or `#` in it are
+    file name, not query."""
+    import sqlite3   # here, not at the top: the runtime imports this module and needs no sqlite
+
+    check_regular(path)
+    return sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
 
 
 def read_regular_file(path: str | os.PathLike, max_bytes: int, follow_links: bool = True) -> bytes:
-    """The bytes of a regular file of at most `max_bytes`. Opened without blocking (a FIFO or a
-    device is refused, never waited on) and, with follow_links=False, without following a link at
-    the last component. Raises OSError (missing, unreadable) or UnsafeFile."""
-    fd = _regular_fd(path, os.O_RDONLY | (0 if follow_links else getattr(os, "O_NOFOLLOW", 0)), "read")
-    try:
-        st = os.fstat(fd)
-        if st.st_size > max_bytes:
-            raise UnsafeFile(f"{Path(path).name}: {st.st_size} bytes, more than the {max_bytes} read here")
+    """The bytes of a regular file of at most `max_bytes` (opened as open_regular opens it).
+    Raises OSError (missing, unreadable) or UnsafeFile."""
+    with open_regular(path, follow_links) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > max_bytes:
+            raise UnsafeFile(f"{Path(path).name}: {size} bytes, more than the {max_bytes} read here")
         chunks, left = [], max_bytes + 1
-        while left > 0:
-            b = os.read(fd, min(left, 1 << 20))
+        while left > 0:   # in pieces: read(max_bytes + 1) would allocate the whole bound up front
+            b = fh.read(min(left, 1 << 20))
             if not b:
                 break
             chunks.append(b)
             left -= len(b)
         data = b"".join(chunks)
-    finally:
-        os.close(fd)
     if len(data) > max_bytes:   # grew while being read
         raise UnsafeFile(f"{Path(path).name}: more than the {max_bytes} bytes read here")
     return data

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Iterable
 
 import orjson
 
@@ -75,13 +76,34 @@ def read_identity(cap: Capture, root: Path, d: Path) -> None:
         cap.stage = d.parent.name
 
 
-def not_a_regular_file(root: Path, path: Path) -> Capture | None:
-    """An `unreadable` capture for a broken link, a FIFO (reading it would block), a socket...;
-    None for a regular file. Such a file is reported, never opened."""
+def _irregular(path: Path) -> str | None:
+    """Why `path` is not to be opened (a broken link, a FIFO: reading it would block, a socket...),
+    or None for a regular file."""
     if os.path.isfile(path):
         return None
-    why = "broken symbolic link" if os.path.islink(path) and not os.path.exists(path) else "not a regular file"
-    return Capture(path=rel(root, path), kind=UNREADABLE, warnings=[why])
+    if not os.path.lexists(path):
+        return "missing"
+    return "broken symbolic link" if os.path.islink(path) and not os.path.exists(path) else "not a regular file"
+
+
+def not_a_regular_file(root: Path, path: Path) -> Capture | None:
+    """An `unreadable` capture for a file that is not regular; None for a regular file. Such a file
+    is reported, never opened."""
+    why = _irregular(path)
+    return None if why is None else Capture(path=rel(root, path), kind=UNREADABLE, warnings=[why])
+
+
+def keep_regular(root: Path, cap: Capture, paths: Iterable[Path]) -> list[Path]:
+    """The regular files among a capture's `paths`; each other one is a warning of `cap`, never
+    opened (a FIFO named analysis.db once hung the whole analysis)."""
+    keep = []
+    for p in paths:
+        why = _irregular(p)
+        if why is None:
+            keep.append(p)
+        else:
+            cap.warnings.append(f"{rel(root, p)}: {why}; skipped, not read")
+    return keep
 
 
 def discover(root: Path, skip_dirs: tuple[str, ...] = (formats.ANALYSIS_DIR, formats.REQUESTS_DIR)) -> list[Capture]:

@@ -34,6 +34,8 @@ from typing import Iterable
 
 import numpy as np
 
+from mindspeed_profiler.fileio import connect_readonly
+
 from ..rows import Field, RowModel, each_capture, inside
 from .classify import ANNOTATION_CATS, HOST_OP_CATS
 
@@ -411,7 +413,7 @@ def read_profiler_db_memory(path: Path) -> dict[str, tuple[list[dict], int]]:
     record_from_csv / op_from_csv: bytes and ns already, names through STRING_IDS, device
     "NPU:<deviceId>"), each with its number of unusable rows, by table; an absent table is left out.
     Raises sqlite3.Error for a file that is no db."""
-    con = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True)
+    con = connect_readonly(path)
     try:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         ids = "STRING_IDS" in tables

@@ -11,7 +11,7 @@ from typing import Callable
 
 from mindspeed_profiler import formats
 
-from ..discover import Capture, read_identity, rel
+from ..discover import Capture, keep_regular, not_a_regular_file, read_identity, rel
 from ..parsing import ascend_raw
 from . import InputKind, register_input
 from .ascend_capture import AscendFiles, analyse_ascend
@@ -21,15 +21,18 @@ from .snapshots import snapshot_memory
 _READ = frozenset(formats.ASCEND_TEXT_FILES) | {formats.ASCEND_ANALYSIS_DB}
 
 
-def _output_files(out: Path) -> list[Path]:
-    """The parsed files the analysis reads in ASCEND_PROFILER_OUTPUT (text, db, torch_npu's analysis.db)."""
-    if not out.is_dir():
+def _output_files(root: Path, cap: Capture, out: Path) -> list[Path]:
+    """The parsed files the analysis reads in ASCEND_PROFILER_OUTPUT (text, db, torch_npu's
+    analysis.db): regular files only, any other one under these names a warning of `cap`."""
+    try:
+        names = set(os.listdir(out))
+    except OSError:   # absent (a raw capture) or unlistable
         return []
-    found = [out / n for n in formats.ASCEND_TEXT_FILES if (out / n).is_file()]
-    found += sorted(p for p in out.glob(formats.ASCEND_DB_GLOB) if p.is_file())
-    if (out / formats.ASCEND_ANALYSIS_DB).is_file():
+    found = [out / n for n in formats.ASCEND_TEXT_FILES if n in names]
+    found += sorted(out / n for n in names if Path(n).match(formats.ASCEND_DB_GLOB))
+    if formats.ASCEND_ANALYSIS_DB in names:
         found.append(out / formats.ASCEND_ANALYSIS_DB)
-    return found
+    return keep_regular(root, cap, found)
 
 
 def _claim_capture_dir(root: Path, d: Path) -> Capture | None:
@@ -37,9 +40,10 @@ def _claim_capture_dir(root: Path, d: Path) -> Capture | None:
         return None
     cap = Capture(path=rel(root, d), kind="ascend")
     read_identity(cap, root, d)
-    files = _output_files(d / formats.ASCEND_OUTPUT_DIR)
+    files = _output_files(root, cap, d / formats.ASCEND_OUTPUT_DIR)
     if files:
-        cap.files = [rel(root, p) for p in files] + [rel(root, p) for p in sorted(d.glob("*" + formats.MEMORY_SNAPSHOT_SUFFIX))]
+        snapshots = keep_regular(root, cap, sorted(d.glob("*" + formats.MEMORY_SNAPSHOT_SUFFIX)))
+        cap.files = [rel(root, p) for p in files + snapshots]
     else:
         cap.kind = "ascend_raw"
     return cap
@@ -49,16 +53,20 @@ def _claim_loose_output(root: Path, d: Path, names: list[str], claimed: set[str]
     """A loose ASCEND_PROFILER_OUTPUT (its parent holds profiler_info_<N>.json), or a directory
     holding a copy of its files. torch_npu's analysis.db counts only beside other Ascend files (a
     lone analysis.db may be anyone's)."""
-    text = [n for n in formats.ASCEND_TEXT_FILES if n in names and os.path.isfile(d / n)]
-    dbs = [n for n in names if Path(n).match(formats.ASCEND_DB_GLOB) and os.path.isfile(d / n)]
+    text = [n for n in formats.ASCEND_TEXT_FILES if n in names]
+    dbs = [n for n in names if Path(n).match(formats.ASCEND_DB_GLOB)]
     if not text and not dbs:
         return []
     found = text + dbs + ([formats.ASCEND_ANALYSIS_DB] if formats.ASCEND_ANALYSIS_DB in names else [])
-    cap = Capture(path=rel(root, d), kind="ascend", files=[rel(root, d / n) for n in found])
-    if d.name == formats.ASCEND_OUTPUT_DIR:
-        cap.stage = None
     claimed.update(found)
     claimed.update(n for n in names if n in formats.ASCEND_SIDE_FILES or n == formats.ASCEND_METADATA_FILE)
+    cap = Capture(path=rel(root, d), kind="ascend")
+    files = keep_regular(root, cap, [d / n for n in found])
+    if all(p.name == formats.ASCEND_ANALYSIS_DB for p in files):   # nothing of its own to analyse: each file reported
+        return [c for n in text + dbs for c in [not_a_regular_file(root, d / n)] if c is not None]
+    cap.files = [rel(root, p) for p in files]
+    if d.name == formats.ASCEND_OUTPUT_DIR:
+        cap.stage = None
     return [cap]
 
 
@@ -101,7 +109,7 @@ def prepare_raw(root: Path, caps: list[Capture], jobs: int, export_type: str, lo
             continue
         log(f"parsing raw Ascend capture with torch_npu: {where}")
         done, msg = ascend_raw.parse_raw(where, jobs, export_type, python)
-        files = _output_files(where / formats.ASCEND_OUTPUT_DIR)
+        files = _output_files(root, c, where / formats.ASCEND_OUTPUT_DIR)
         if done and files:
             c.kind = "ascend"
             c.files = [os.path.relpath(p, root) for p in files]

@@ -11,7 +11,7 @@ from mindspeed_profiler import formats
 
 from ..analyzers.memory_peaks import kineto_trace_memory, table_memory, with_capacity
 from ..analyzers.trace_summary import summarise
-from ..discover import Capture, not_a_regular_file, read_identity, rel
+from ..discover import Capture, keep_regular, not_a_regular_file, read_identity, rel
 from ..parsing import jsonscan
 from ..parsing.kineto_trace import event_columns, read_kineto_trace
 from . import InputKind, register_input
@@ -53,7 +53,7 @@ def _claim_capture_dir(root: Path, d: Path) -> Capture | None:
         inside = [f for f in listed if _inside(d, d / f)]   # metadata is data: never a path out of the capture
         if len(inside) < len(listed):
             cap.warnings.append(f"trace_files lists {len(listed) - len(inside)} path(s) outside the capture directory: ignored")
-        cap.files = [rel(root, d / f) for f in inside]
+        cap.files = [rel(root, p) for p in keep_regular(root, cap, [d / f for f in inside])]
     else:
         cap.files = [rel(root, p) for p in sorted(d.rglob("*")) if p.is_file()
                      and (is_trace_json(p.name) or p.name.endswith(formats.MEMORY_SNAPSHOT_SUFFIX))]

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import orjson
 
+from mindspeed_profiler.fileio import connect_readonly
+
 from .ascend_files import step_label
 
 MAX_COMM_BYTES = 512 << 20
@@ -174,7 +176,7 @@ def comm_ops_from_profiler_db(path: Path) -> list[dict]:
     """The collective ops of a db export (ascend_pytorch_profiler_*.db) as the slow_rank recipe reads
     them: [{group, op, start_ns, elapse_us}] in the db's order; [] without the tables."""
     import sqlite3
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con = connect_readonly(path)
     try:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not {"COMMUNICATION_OP", "STRING_IDS", "CANN_API"} <= tables:

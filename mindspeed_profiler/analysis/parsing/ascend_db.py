@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mindspeed_profiler.fileio import connect_readonly
+
 from .ascend_files import KernelDetails
 from .ascend_tasks import ASCEND_HARDWARE, COPY_TASKS, HCCL_PROCESS, LANE_PROCESS, LANES, PYTORCH_API_CATS
 from .events import Events, EventTable
@@ -66,7 +68,7 @@ def _x(name, cat, pid, tid, start, end, args=None) -> dict | None:
 
 class _Db:
     def __init__(self, path: Path) -> None:
-        self.con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        self.con = connect_readonly(path)
         self.tables = {r[0] for r in self.con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         self.strings = dict(self.con.execute("SELECT id, value FROM STRING_IDS")) if "STRING_IDS" in self.tables else {}
 
@@ -179,7 +181,7 @@ def read_analysis_db(path: Path) -> dict[str, list[dict] | None]:
     """torch_npu's own analysis db beside the export: StepTraceTime (step_trace_time.csv's columns,
     snake_case; us), CommAnalyzerTime / CommAnalyzerMatrix (communication.json's and
     communication_matrix.json's rows; ms). None for an absent table."""
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con = connect_readonly(path)
     try:
         return {name: _table(con, name) for name in ANALYSIS_TABLES}
     finally:
@@ -199,7 +201,7 @@ CLUSTER_TABLES = ("ClusterStepTraceTime", "ClusterCommunicationTime", "ClusterCo
 
 def read_cluster_db(path: Path) -> dict[str, list[dict] | None]:
     """msprof-analyze's cluster_analysis.db (from db input): its tables as rows (None: absent)."""
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con = connect_readonly(path)
     try:
         return {name: _table(con, name) for name in CLUSTER_TABLES}
     finally:

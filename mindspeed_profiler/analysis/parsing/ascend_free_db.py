@@ -20,6 +20,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from mindspeed_profiler.fileio import connect_readonly
+
 SOURCE = "TASK, COMPUTE_TASK_INFO, COMMUNICATION_OP, CANN_API, PYTORCH_API, CONNECTION_IDS, STRING_IDS"
 BUSY_TABLES = ("TASK", "COMPUTE_TASK_INFO")
 LINK_TABLES = ("TASK", "CANN_API", "STRING_IDS", "CONNECTION_IDS", "PYTORCH_API")
@@ -45,7 +47,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     if not path.is_file():
         raise OSError(f"{path}: no such db file")
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        con = connect_readonly(path)
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as e:
         raise OSError(f"{path}: not a readable sqlite db ({e})") from e

@@ -19,6 +19,8 @@ from typing import Callable, Iterator, Protocol
 import numpy as np
 import orjson
 
+from mindspeed_profiler.fileio import open_regular
+
 from mindspeed_profiler.jsonsafe import loads_lenient
 
 # Streaming is not only for memory: parsing ~256 KB batches and building columns from them while
@@ -38,20 +40,11 @@ class TraceFormatError(ValueError):
     """The file is not a trace we can read (reason in the message)."""
 
 
-def open_bytes(path: Path):
-    """A binary file object, transparently gunzipped (by magic number, not by name)."""
-    f = open(path, "rb")
-    magic = f.read(2)
-    f.seek(0)
-    if magic == _GZIP_MAGIC:
-        f.close()
-        return gzip.open(path, "rb")
-    return f
-
-
 def read_bytes(path: Path) -> bytes:
-    with open_bytes(path) as f:
-        return f.read()
+    """The file's bytes, transparently gunzipped (by magic number, not by name)."""
+    with open_regular(path) as f:
+        data = f.read()
+    return gzip.decompress(data) if data[:2] == _GZIP_MAGIC else data
 
 
 def _lenient(data: bytes, exc: Exception):
@@ -90,12 +83,12 @@ def expanded_size(path: Path) -> int:
     that a 60 MB .gz holding 1 GB of JSON is streamed too; the file size otherwise."""
     size = path.stat().st_size
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             if f.read(2) != _GZIP_MAGIC or size < 18:
                 return size
             f.seek(-4, 2)
             isize = int.from_bytes(f.read(4), "little")
-    except OSError:
+    except OSError:   # UnsafeFile too: a FIFO is never opened
         return size
     # ISIZE wraps above 4 GiB: a value below the compressed size means "very large"
     return isize if isize >= size else max(size * 20, 1 << 32)
@@ -142,7 +135,7 @@ def chunks(path: Path, start: int = 0) -> Iterator[bytes]:
     """The file's (uncompressed) bytes in pieces of at most CHUNK, from offset `start` of the
     uncompressed bytes (a plain file seeks there; a gzip one is inflated and the bytes before it
     dropped)."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         if f.read(2) == _GZIP_MAGIC:
             f.seek(0)
             skipped = 0

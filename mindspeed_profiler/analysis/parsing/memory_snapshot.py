@@ -7,6 +7,8 @@ import io
 import pickle
 from pathlib import Path
 
+from mindspeed_profiler.fileio import read_regular_file
+
 
 class _PlainUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):   # no class, no function: plain data only
@@ -24,10 +26,7 @@ def read_memory_snapshot(path: Path, max_bytes: int = 2 << 30) -> dict:
     snapshot holds: a pickle's memo lets a few bytes repeat one list or event millions of times (a
     0.2 MB file standing for 10**7 events), so the counts and the distinct objects are checked
     before anything walks them."""
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise ValueError(f"{path.name}: {size} bytes, more than the {max_bytes} bytes a snapshot is read up to")
-    data = _PlainUnpickler(io.BytesIO(path.read_bytes())).load()
+    data = _PlainUnpickler(io.BytesIO(read_regular_file(path, max_bytes))).load()   # never a FIFO, bounded
     if not isinstance(data, dict) or not isinstance(data.get("device_traces"), list):
         raise ValueError(f"{path.name}: not a PyTorch memory snapshot (no device_traces)")
     traces = data["device_traces"]

@@ -9,6 +9,7 @@ from typing import Any, Iterator, Optional
 import orjson
 
 from mindspeed_profiler import formats
+from mindspeed_profiler.fileio import open_regular
 
 
 @dataclass
@@ -33,7 +34,7 @@ class Segment:
 def read_segment(path: str) -> Segment:
     """Parse one segment file; bad or truncated lines become `problems`, the rest is kept."""
     seg = Segment(path=path)
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:   # never a FIFO: it would block
         data = fh.read()
     for lineno, line in enumerate(data.split(b"\n"), 1):
         if not line.strip():

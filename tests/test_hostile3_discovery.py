@@ -1,0 +1,120 @@
+"""The analysis under hostile layouts (issue 31, items 7, 8, 9, 19): FIFOs under input names, a
+timeline line nested too deep to re-encode, a directory tree deeper than Python's recursion limit,
+and merge's cost in the number of segments. Each is bounded in time, and the rest is analysed."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import ascend_data
+from mindspeed_profiler import formats
+
+CLI = "import sys; from mindspeed_profiler.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def _analyse(root: Path, timeout: float = 120) -> tuple[int, dict, str]:
+    """`mindspeed-profiler analyse root` in a subprocess bounded by `timeout` (a hang fails the test,
+    never the run): (exit code, summary.json, output)."""
+    try:
+        p = subprocess.run([sys.executable, "-c", CLI, "analyse", str(root), "--no-html", "-j", "1", "-q"],
+                           capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"analyse {root} still running after {timeout} s: it hangs")
+    summary = root / formats.ANALYSIS_DIR / formats.SUMMARY_FILE
+    return p.returncode, (json.loads(summary.read_text()) if summary.is_file() else {}), p.stdout + p.stderr
+
+
+def _bounded(fn, timeout: float = 20):
+    """fn()'s result or exception, failing the test when it has not returned within `timeout`."""
+    box: dict = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            box["error"] = exc
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        pytest.fail(f"still blocked after {timeout} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+@pytest.fixture
+def fifo(tmp_path):
+    """A FIFO factory; each FIFO is opened for writing at the end, so a reader stuck on it (a
+    failing test) is released."""
+    made: list[Path] = []
+
+    def make(path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(path)
+        made.append(path)
+        return path
+    yield make
+    for p in made:
+        try:
+            os.close(os.open(p, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass   # nobody reading it: nothing to release
+
+
+# ---------------------------------------------------------------- item 7: FIFOs under input names
+
+
+def test_fifos_named_analysis_db_and_snapshot_never_hang_analyse(tmp_path, fifo, ascend_sets):
+    text = ascend_sets("text_l0")
+    shutil_copy = __import__("shutil").copytree
+    shutil_copy(text / "rank0_ascend_pt", tmp_path / "rank0_ascend_pt")
+    fifo(tmp_path / "rank0_ascend_pt" / "worker.7.memory_snapshot.pickle")           # in a *_ascend_pt
+    loose = tmp_path / "loose" / formats.ASCEND_OUTPUT_DIR                           # a loose output directory
+    loose.mkdir(parents=True)
+    (loose / "kernel_details.csv").write_bytes((text / "rank1_ascend_pt" / formats.ASCEND_OUTPUT_DIR / "kernel_details.csv").read_bytes())
+    fifo(loose / formats.ASCEND_ANALYSIS_DB)
+    code, summary, out = _analyse(tmp_path)
+    caps = {c["path"]: c for c in summary["captures"]}
+    assert caps["rank0_ascend_pt"]["status"] == "ok", out
+    assert caps["loose/ASCEND_PROFILER_OUTPUT"]["status"] == "ok", out
+    assert any("worker.7.memory_snapshot.pickle: not a regular file" in w for w in caps["rank0_ascend_pt"]["warnings"])
+    assert any("analysis.db: not a regular file" in w for w in caps["loose/ASCEND_PROFILER_OUTPUT"]["warnings"])
+
+
+def test_a_fifo_listed_in_a_captures_metadata_never_hangs_analyse(tmp_path, fifo, shared_data):
+    good = tmp_path / "actor_rank0_step1-1_h_1_20261130000000000_pt"
+    good.mkdir()
+    (good / "t.pt.trace.json.gz").write_bytes((shared_data / "kineto" / "gpu_rank0.json.gz").read_bytes())
+    (good / formats.META_FILE).write_text(json.dumps({"trace_files": ["t.pt.trace.json.gz", "f.pt.trace.json.gz"]}))
+    fifo(good / "f.pt.trace.json.gz")
+    code, summary, out = _analyse(tmp_path)
+    cap = summary["captures"][0]
+    assert cap["status"] == "ok" and any("f.pt.trace.json.gz: not a regular file" in w for w in cap["warnings"]), out
+
+
+def test_every_reader_of_an_input_refuses_a_fifo_without_blocking(tmp_path, fifo):
+    """The readers themselves (not only discovery) open an input only as a regular file."""
+    from mindspeed_profiler.analysis.parsing import jsonscan, segments
+    from mindspeed_profiler.analysis.parsing.ascend_db import read_analysis_db
+    from mindspeed_profiler.analysis.parsing.memory_snapshot import read_memory_snapshot
+    from mindspeed_profiler.fileio import UnsafeFile
+
+    p = fifo(tmp_path / "x")
+    with pytest.raises(UnsafeFile, match="not a regular file"):
+        _bounded(lambda: read_memory_snapshot(p))
+    with pytest.raises(UnsafeFile, match="not a regular file"):
+        _bounded(lambda: read_analysis_db(p))
+    with pytest.raises(jsonscan.TraceFormatError, match="not a regular file"):
+        _bounded(lambda: jsonscan.load_trace(p, lambda batch: None, stream=False))
+    with pytest.raises(jsonscan.TraceFormatError, match="not a regular file"):
+        _bounded(lambda: jsonscan.load_trace(p, lambda batch: None, stream=True))
+    assert _bounded(lambda: jsonscan.expanded_size(p)) == 0
+    with pytest.raises(UnsafeFile, match="not a regular file"):
+        _bounded(lambda: segments.read_segment(str(p)))
