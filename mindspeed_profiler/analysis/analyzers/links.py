@@ -6,7 +6,10 @@ CommAnalyzerMatrix (docs/diagnosis.md, "Links"), and the slow links. Pure.
 
 Each capture keeps the aggregate ops of its own matrix (`communication.communication_matrix`,
 made by capture_matrix()): the rank numbers there are local to each group. link_table() joins the
-captures of a run:
+captures of one job: one run, role, stage and iteration window (captures of one rank and job
+beyond the first by path are left out). Two RL stages, or two capture windows, are two
+communication worlds whose matrices may share step numbers and group names; summed, they doubled
+every link's MB and time. Per job:
 
   1. rows of one (step, group, op, local src-dst) are summed over the ranks (msprof-analyze's
      merge_same_links: in practice one rank, the source, writes each link);
@@ -18,7 +21,7 @@ captures of a run:
   3. `Total Op Info`: per (step, group, link), the sum over the group's aggregate ops;
   4. bandwidth = MB / ms (= GB/s); 0 when the time is 0 (msprof-analyze's compute_ratio).
 
-Slow link (our rule, stated and tested): among the rows of one (run, step, group, op, transport)
+Slow link (our rule, stated and tested): among the rows of one (job, step, group, op, transport)
 that moved at least MIN_MB in a nonzero time, at least MIN_LINKS of them, a row whose bandwidth is
 below SLOW_RATIO x their median: the same op of the same group, to other peers over the same
 transport (across groups and ops the message sizes differ, and small messages are slow anyway).
@@ -91,22 +94,36 @@ def rank_maps(caps: list[dict]) -> dict[str, dict[int, int]]:
     return maps
 
 
-def _captures(captures: list[dict]) -> dict:
-    runs: dict = {}
-    for c in captures:
+JOB = ("run_id", "role", "stage", "step_first", "step_last")   # what keeps two jobs' links apart
+
+
+def _job(c: dict) -> dict:
+    """The job of a capture (module doc): its run, role, stage and iteration window."""
+    sr = c.get("step_range")
+    first, last = sr if isinstance(sr, list) and len(sr) == 2 else (None, None)
+    return {"run_id": c.get("run_id"), "role": c.get("role"), "stage": c.get("stage"),
+            "step_first": first, "step_last": last}
+
+
+def _captures(captures: list[dict]) -> dict[tuple, list[dict]]:
+    """job key -> its Ascend captures with a matrix, one per rank (the first by path), by rank."""
+    jobs: dict[tuple, dict[int, dict]] = {}
+    for c in sorted(captures, key=lambda c: str(c.get("path"))):
         m = (c.get("communication") or {}).get("communication_matrix")
         if c.get("kind") == "ascend" and c.get("status") == "ok" and isinstance(c.get("rank"), int) and m:
-            runs.setdefault(c.get("run_id"), []).append(c)
-    return {k: sorted(v, key=lambda c: c["rank"]) for k, v in runs.items()}
+            key = tuple(_job(c).values())
+            jobs.setdefault(key, {}).setdefault(c["rank"], c)
+    return {k: [v[r] for r in sorted(v)] for k, v in jobs.items()}
 
 
-def _merge(run_id, caps: list[dict]) -> list[dict]:
+def _merge(job: tuple, caps: list[dict]) -> list[dict]:
     maps = rank_maps(caps)
+    ident = dict(zip(JOB, job))
     merged: dict[tuple, dict] = {}
     for c in caps:
         for r in c["communication"]["communication_matrix"]:
             key = (r.get("step"), r.get("type"), r.get("group"), r["op"], r["src"], r["dst"])
-            a = merged.setdefault(key, {"run_id": run_id, "step": r.get("step"), "type": r.get("type"),
+            a = merged.setdefault(key, {**ident, "step": r.get("step"), "type": r.get("type"),
                                         "group": r.get("group"), "op": r["op"], "src_local": r["src"],
                                         "dst_local": r["dst"], "transport": r.get("transport"), "size_mb": 0.0,
                                         "time_ms": 0.0, "n_ranks": 0})
@@ -136,7 +153,7 @@ def slow_links(rows: list[dict], ratio: float = SLOW_RATIO, min_links: int = MIN
     for r in rows:
         r["median_gbps"], r["ratio"], r["slow"] = None, None, False
         if r["time_ms"] >= EPS and r["size_mb"] >= min_mb:
-            groups.setdefault((r.get("run_id"), r["step"], r["group"], r["op"], r["transport"]), []).append(r)
+            groups.setdefault((*(r.get(k) for k in JOB), r["step"], r["group"], r["op"], r["transport"]), []).append(r)
     for rs in groups.values():
         if len(rs) < min_links:
             continue
@@ -149,13 +166,13 @@ def slow_links(rows: list[dict], ratio: float = SLOW_RATIO, min_links: int = MIN
 
 
 def _order(r: dict) -> tuple:
-    return (str(r.get("run_id")), str(r["step"]), str(r["type"]), str(r["group"]), r["op"] == TOTAL_OP, r["op"],
-            r["src_local"], r["dst_local"])
+    return (*(str(r.get(k)) for k in JOB), str(r["step"]), str(r["type"]), str(r["group"]), r["op"] == TOTAL_OP,
+            r["op"], r["src_local"], r["dst_local"])
 
 
 def link_table(captures: list[dict]) -> list[dict]:
-    """One row per (run, step, group, op, link) of the Ascend captures of a summary (module doc)."""
-    rows = [r for run_id, caps in _captures(captures).items() for r in _merge(run_id, caps)]
+    """One row per (job, step, group, op, link) of the Ascend captures of a summary (module doc)."""
+    rows = [r for job, caps in _captures(captures).items() for r in _merge(job, caps)]
     return sorted(slow_links(rows), key=_order)
 
 
@@ -167,10 +184,15 @@ def _select(summary: dict):
 
 
 LINKS = RowModel(
-    "links", "(step, group, op, src-dst link) of a run's Ascend communication matrices",
+    "links", "(step, group, op, src-dst link) of the Ascend communication matrices of one run, role, stage and "
+    "iteration window",
     "computed from captures[*].communication.communication_matrix", table="links", method="links",
     per_capture=False, select=_select, fields=(
         Field("run_id", "text", "the run (only when the directory holds several)", computed=True),
+        Field("role", "text", "the captures' role", computed=True),
+        Field("stage", "text", "the captures' stage (null: whole iterations)", computed=True),
+        Field("step_first", "step", "the first iteration of the captures' window", computed=True),
+        Field("step_last", "step", "the last", computed=True),
         Field("step", "step", "the step of the matrix (step<N>)", computed=True),
         Field("type", "text", "collective or p2p", computed=True),
         Field("group", "text", "the communication group (msprof-analyze's hashed group name)", computed=True),
@@ -185,7 +207,7 @@ LINKS = RowModel(
         Field("time_ms", "ms", "Transit Time(ms), summed likewise", computed=True),
         Field("bandwidth_gbps", "GB/s", "size_mb / time_ms (0 without a time)", computed=True),
         Field("n_ranks", "count", "rank files that wrote the link (Total Op Info: the most of its ops)", computed=True),
-        Field("median_gbps", "GB/s", "median bandwidth of the links compared: same step, group, op and transport, "
+        Field("median_gbps", "GB/s", "median bandwidth of the links compared: same job, step, group, op and transport, "
               f"at least {MIN_MB:g} MB each", computed=True),
         Field("ratio", "ratio", "bandwidth_gbps / median_gbps", computed=True),
         Field("slow", "flag", f"ratio < {SLOW_RATIO:g} among at least {MIN_LINKS} links (docs/diagnosis.md)",
