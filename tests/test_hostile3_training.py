@@ -131,6 +131,36 @@ def test_a_fifo_at_a_collector_segment_path_is_refused_at_once(tmp_path):
     assert collector.write("ok.seg.jsonl", b"{}\n") == 3
 
 
+def test_a_fifo_at_the_process_level_iterations_file_never_blocks_a_step(tmp_path, runtime_warnings):
+    """The wrapped worker's iteration follower writes its iterations file from step(), by the same
+    helper: a FIFO there is reported once, and the follower still follows the iterations."""
+    from mindspeed_profiler import observers
+    from mindspeed_profiler.system.spec import WorkerSpec
+    from mindspeed_profiler.system.worker import IterationFollower, RecordWriter
+
+    spec = WorkerSpec(backend="nsys", group="actor", rank=0, output_dir=str(tmp_path))
+    os.mkfifo(spec.iterations_path)
+    follower = IterationFollower(spec, RecordWriter(spec))
+    prof = object()
+
+    def steps() -> None:
+        observers.notify([follower], "started", prof, 1)
+        for it in range(2, 5):
+            observers.notify([follower], "step", prof, it)
+
+    t = threading.Thread(target=steps, daemon=True)
+    t.start()
+    t.join(timeout=30)
+    if t.is_alive():
+        os.close(os.open(spec.iterations_path, os.O_RDONLY | os.O_NONBLOCK))
+        t.join(timeout=5)
+        pytest.fail("step() hung on a FIFO at the process-level iterations file")
+    assert follower.current == 4
+    (msg,) = runtime_warnings("process-level capture: cannot write")
+    assert str(spec.iterations_path) in msg and "not a regular file" in msg and "training goes on" in msg
+    assert not runtime_warnings("iteration listener")
+
+
 # ------------------------------------------------------------------------------ 2. spans with lone surrogates
 
 NAME = os.fsdecode(b"ckpt_\xff.pt")          # a non-UTF-8 file name, as Python decodes it: 'ckpt_\udcff.pt'

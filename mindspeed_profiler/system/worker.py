@@ -9,6 +9,7 @@ training: a failing observer is reported once and training carries on.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
@@ -17,6 +18,7 @@ import time
 from typing import IO, Any
 
 from mindspeed_profiler import formats
+from mindspeed_profiler.fileio import open_append
 from mindspeed_profiler.observers import Observer, subscribe
 from mindspeed_profiler.system.backends import STEPS_PROFILER_API, system_backend
 from mindspeed_profiler.system.spec import WorkerSpec, spec_from_env
@@ -130,12 +132,22 @@ class RecordWriter:
         self._fh: IO[str] | None = None
 
     def write(self, record: dict[str, Any]) -> None:
-        if self._fh is None:
-            path = self.spec.iterations_path
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(path, "a", encoding="utf-8", buffering=1)
-            self._fh.write(json.dumps(header(self.spec)) + "\n")
-        self._fh.write(json.dumps(record) + "\n")
+        """Never raises: a record that cannot be written is reported once and the follower goes on
+        (it still drives the profiler range of the listed iterations)."""
+        try:
+            if self._fh is None:
+                path = self.spec.iterations_path
+                path.parent.mkdir(parents=True, exist_ok=True)
+                # a FIFO or a link at the path is refused, never waited on: this runs inside step()
+                self._fh = io.TextIOWrapper(open_append(path), encoding="utf-8", line_buffering=True)
+                self._fh.write(json.dumps(header(self.spec)) + "\n")
+            self._fh.write(json.dumps(record) + "\n")
+        except Exception as exc:
+            from mindspeed_profiler._warn import warn_once
+
+            warn_once(("system-records", str(self.spec.iterations_path)), "process-level capture: cannot write %s "
+                      "(training goes on; the capture's iteration records are lost): %s: %s",
+                      self.spec.iterations_path, type(exc).__name__, exc)
 
 
 def header(spec: WorkerSpec) -> dict[str, Any]:
