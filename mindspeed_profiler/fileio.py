@@ -162,23 +162,8 @@ def open_regular(path: str | os.PathLike, follow_links: bool = True) -> BinaryIO
     (a FIFO or a device is refused, never waited on; the one check every reader of an input uses)
     and, with follow_links=False, without following a link at the last component. Raises OSError
     (missing, unreadable) or UnsafeFile."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    if not follow_links:
-        flags |= getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        if not follow_links and os.path.islink(path):
-            raise UnsafeFile(f"{Path(path).name}: a symbolic link, not followed here") from None
-        raise
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UnsafeFile(f"{Path(path).name}: not a regular file (a FIFO, a device or a directory): not read")
-        os.set_blocking(fd, True)   # a regular file never blocks; reads then behave as usual
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
+    flags = os.O_RDONLY | (0 if follow_links else getattr(os, "O_NOFOLLOW", 0))
+    return os.fdopen(_regular_fd(path, flags, "read"), "rb")
 
 
 def check_regular(path: str | os.PathLike) -> None:
