@@ -463,7 +463,12 @@ def test_hand_made_ascend_csv(tmp_path):
     (out / "operator_memory.csv").write_text(OPS_HEADER + OPS)
     got = mp.ascend_memory(out.parent)
     assert got["n_bad"] == 6
-    assert got["warnings"] == ["memory_record.csv: 4 unusable row(s) left out", "operator_memory.csv: 2 unusable row(s) left out"]
+    allowed = "allowed: a finite number below 1e30): their rows left out"   # a bad number: its column and value
+    assert got["warnings"] == [f"memory_record.csv: 1 bad value(s) in column Timestamp(us) (the first: 'junk'; {allowed}",
+                               f"memory_record.csv: 1 bad value(s) in column Total Allocated(MB) (the first: 'abc'; {allowed}",
+                               "memory_record.csv: 2 unusable row(s) left out",
+                               f"operator_memory.csv: 1 bad value(s) in column Size(KB) (the first: 'xyz'; {allowed}",
+                               "operator_memory.csv: 1 unusable row(s) left out"]
     rows = {(d["device"], d["component"]): d for d in got["devices"]}
     assert list(rows) == [("NPU:0", "APP"), ("NPU:0", "PTA"), ("NPU:1", "PTA")]
     pta = rows[("NPU:0", "PTA")]

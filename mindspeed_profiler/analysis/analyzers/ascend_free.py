@@ -33,6 +33,7 @@ import bisect
 from decimal import Decimal
 from typing import Iterable, Sequence
 
+from ..parsing.numbers import integer
 from ..rows import Field, RowModel, each_capture, inside
 
 DEFAULT_TOP_N = 10                      # the recipe's DEFAULT_TOP_NUM (recipe:44)
@@ -124,13 +125,7 @@ def normalise_links(rows: Iterable[dict], msprof_float: bool = True) -> list[dic
     return rows
 
 
-def _int_or_none(v) -> int | None:
-    if isinstance(v, bool):
-        return None
-    try:
-        return int(v)
-    except (TypeError, ValueError, OverflowError):   # OverflowError: a REAL inf
-        return None
+_int_or_none = integer   # None for NULL, junk, a REAL inf
 
 
 def _int0(v) -> int:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import csv
 import sqlite3
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Iterable
 
@@ -36,6 +35,7 @@ import numpy as np
 
 from mindspeed_profiler.fileio import connect_readonly
 
+from ..parsing.numbers import bad_cells, exact_int, note_bad
 from ..rows import Field, RowModel, each_capture, inside
 from .classify import ANNOTATION_CATS, HOST_OP_CATS
 
@@ -287,42 +287,34 @@ def _clean(v) -> str:
     return v.strip() if isinstance(v, str) else ""
 
 
-def _exact(v, unit: int) -> int | None:
-    """A decimal text cell times `unit`, as an exact int (rounded half-even below one byte / ns);
-    None for an empty cell; raises ValueError for junk."""
-    s = _clean(v)
-    if not s:
-        return None
+def _exact(row: dict, column: str, unit: int) -> int | None:
+    """A decimal text cell times `unit`, as an exact int (rounded half-even below one byte / ns),
+    in bounded time (parsing/numbers.py); None for an empty cell; ValueError(column, value) for a
+    bad one (junk, inf, beyond int64)."""
+    v = row.get(column)
     try:
-        d = Decimal(s)
-    except InvalidOperation:
-        raise ValueError(s) from None
-    if not d.is_finite():
-        raise ValueError(s)
-    return int((d * unit).to_integral_value())
+        return exact_int(v if isinstance(v, str) else "", unit)
+    except ValueError:
+        raise ValueError(column, v) from None
 
 
 def record_from_csv(row: dict) -> dict | None:
     """A memory_record.csv row as {component, device, ts_ns, allocated_bytes, reserved_bytes}; None
-    for an unusable one (no component or device, a bad time, a junk or negative number, neither total)."""
+    for an unusable one (no component or device, no time, a negative number, neither total);
+    ValueError(column, value) for a bad number."""
     comp, dev = _clean(row.get("Component")), _clean(row.get("Device Type"))
-    try:
-        ts = _exact(row.get("Timestamp(us)"), 1000)
-        alloc, resv = _exact(row.get("Total Allocated(MB)"), MB), _exact(row.get("Total Reserved(MB)"), MB)
-    except ValueError:
-        return None
+    ts = _exact(row, "Timestamp(us)", 1000)
+    alloc, resv = _exact(row, "Total Allocated(MB)", MB), _exact(row, "Total Reserved(MB)", MB)
     if not comp or not dev or ts is None or (alloc is None and resv is None) or min(alloc or 0, resv or 0) < 0:
         return None
     return {"component": comp, "device": dev, "ts_ns": ts, "allocated_bytes": alloc, "reserved_bytes": resv}
 
 
 def op_from_csv(row: dict) -> dict | None:
-    """An operator_memory.csv row as {device, op, bytes}; None for an unusable one."""
+    """An operator_memory.csv row as {device, op, bytes}; None for an unusable one; ValueError(column,
+    value) for a bad number."""
     name, dev = _clean(row.get("Name")), _clean(row.get("Device Type"))
-    try:
-        size = _exact(row.get("Size(KB)"), KB)
-    except ValueError:
-        return None
+    size = _exact(row, "Size(KB)", KB)
     if not name or not dev or size is None or size < 0:
         return None
     return {"device": dev, "op": name, "bytes": size}
@@ -330,7 +322,7 @@ def op_from_csv(row: dict) -> dict | None:
 
 def _device_id(device: str) -> int | None:
     _, _, n = device.rpartition(":")
-    return int(n) if n.isdigit() else None
+    return int(n) if n.isascii() and n.isdigit() else None   # isdigit alone takes "²", int() does not
 
 
 def _ns_to_us(ns: int) -> float:
@@ -375,10 +367,15 @@ def op_totals(allocs: Iterable[dict], source: str, top_n: int = TOP_N) -> list[d
     return out
 
 
-def _parse_rows(rows: Iterable[dict], parse) -> tuple[list[dict], int]:
+def _parse_rows(rows: Iterable[dict], parse, cells: dict) -> tuple[list[dict], int]:
+    """(the parsed rows, the number left out); the bad numbers noted into `cells` (numbers.note_bad)."""
     good, bad = [], 0
     for r in rows:
-        p = parse(r) if isinstance(r, dict) else None
+        try:
+            p = parse(r) if isinstance(r, dict) else None
+        except ValueError as exc:
+            note_bad(cells, *exc.args)
+            p = None
         if p is None:
             bad += 1
         else:
@@ -398,14 +395,17 @@ def _read_csv(path: Path, required: tuple[str, ...]) -> list[dict]:
         return [r for r in reader]
 
 
-def read_memory_record_csv(path: Path) -> tuple[list[dict], int]:
-    """I/O: memory_record.csv's records (record_from_csv) and the number of unusable rows."""
-    return _parse_rows(_read_csv(path, ("Component", "Timestamp(us)", "Total Reserved(MB)", "Device Type")), record_from_csv)
+def read_memory_record_csv(path: Path, cells: dict) -> tuple[list[dict], int]:
+    """I/O: memory_record.csv's records (record_from_csv) and the number of unusable rows; its bad
+    numbers noted into `cells`."""
+    return _parse_rows(_read_csv(path, ("Component", "Timestamp(us)", "Total Reserved(MB)", "Device Type")),
+                       record_from_csv, cells)
 
 
-def read_operator_memory_csv(path: Path) -> tuple[list[dict], int]:
-    """I/O: operator_memory.csv's allocations (op_from_csv) and the number of unusable rows."""
-    return _parse_rows(_read_csv(path, ("Name", "Size(KB)", "Device Type")), op_from_csv)
+def read_operator_memory_csv(path: Path, cells: dict) -> tuple[list[dict], int]:
+    """I/O: operator_memory.csv's allocations (op_from_csv) and the number of unusable rows; its bad
+    numbers noted into `cells`."""
+    return _parse_rows(_read_csv(path, ("Name", "Size(KB)", "Device Type")), op_from_csv, cells)
 
 
 def read_profiler_db_memory(path: Path) -> dict[str, tuple[list[dict], int]]:
@@ -472,10 +472,10 @@ def ascend_memory(path: Path, top_n: int = TOP_N) -> dict:
         except sqlite3.Error as exc:
             out["warnings"].append(f"{db.name}: unreadable ({type(exc).__name__}: {exc})")
     for csv_path, reader, table in ((mr, read_memory_record_csv, "MEMORY_RECORD"), (om, read_operator_memory_csv, "OP_MEMORY")):
-        got, source = None, None
+        got, source, cells = None, None, {}
         if csv_path is not None:
             try:
-                got, source = reader(csv_path), csv_path.name
+                got, source = reader(csv_path, cells), csv_path.name
             except (OSError, ValueError, csv.Error, UnicodeDecodeError) as exc:
                 out["warnings"].append(f"{csv_path.name}: unreadable ({type(exc).__name__}: {exc})")
         elif table in db_data:
@@ -483,9 +483,10 @@ def ascend_memory(path: Path, top_n: int = TOP_N) -> dict:
         if got is None:
             continue
         rows, bad = got
-        if bad:
-            out["warnings"].append(f"{source}: {bad} unusable row(s) left out")
-            out["n_bad"] += bad
+        out["warnings"] += bad_cells(source, cells, what="their rows left out")
+        if bad > sum(n for n, _ in cells.values()):
+            out["warnings"].append(f"{source}: {bad - sum(n for n, _ in cells.values())} unusable row(s) left out")
+        out["n_bad"] += bad
         if table == "MEMORY_RECORD":
             out["devices"] = record_peaks(rows, source)
         else:

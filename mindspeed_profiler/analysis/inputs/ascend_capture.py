@@ -18,7 +18,8 @@ captures"); what a capture cannot answer is listed in its `missing` field.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import csv
+from dataclasses import dataclass, field, replace
 import sqlite3
 from pathlib import Path
 
@@ -99,6 +100,10 @@ def analyse_ascend(files: AscendFiles, rank_known: int | None, top_n: int, want_
     events = None
     ident = read_identity(files.capture_dir)
     warnings += ident.warnings
+    kd_text = _read_or_absent(files, "kernel_details", read_kernel_details, warnings)
+    own_text = _read_or_absent(files, "step_trace", read_step_trace_time, warnings)
+    files = replace(files, kernel_details=files.kernel_details if kd_text else None,
+                    step_trace=files.step_trace if own_text else None)
     ct, pdb, events_src = None, None, None
     if files.trace_view:
         ev = read_kineto_trace(files.trace_view).events
@@ -107,12 +112,13 @@ def analyse_ascend(files: AscendFiles, rank_known: int | None, top_n: int, want_
         pdb = read_profiler_db(files.db)
         ev = pdb.events
         events_src = files.db.name
+        warnings += pdb.warnings
     if events_src:
         ct = classified(ev)
         out = summarise_classified(ct, top_n)
         warnings += out.pop("warnings", [])
         events = event_columns(ev) if want_events else None
-    kd = read_kernel_details(files.kernel_details) if files.kernel_details else (pdb.kernels if pdb else None)
+    kd = kd_text or (pdb.kernels if pdb else None)
     krows = kernel_rows(kd) if kd is not None else []
     if kd is not None:
         out.update(kernel_fields(kd, krows, top_n))
@@ -121,7 +127,7 @@ def analyse_ascend(files: AscendFiles, rank_known: int | None, top_n: int, want_
         if files.kernel_details and files.trace_view and out.get("start_us") is not None:
             warnings += _same_recording(out, kd)
     adb = _analysis_db(files, warnings)
-    rows, source = _breakdown(files, ct, kd, adb, warnings)
+    rows, source = _breakdown(files, ct, kd, own_text, adb, warnings)
     if rows:
         out["step_trace"], out["step_trace_source"] = rows, source
     out["steps"] = _steps(out.get("steps") or [], rows, kd, events_src, source, warnings)
@@ -179,7 +185,22 @@ def _analysis_db(files: AscendFiles, warnings: list[str]) -> dict:
         return {}
 
 
-def _breakdown(files: AscendFiles, ct, kd, adb: dict, warnings: list[str]) -> tuple[list[dict], str | None]:
+def _read_or_absent(files: AscendFiles, name: str, reader, warnings: list[str]):
+    """What `reader` reads of the file `name` of `files`: None when it is absent, and None with a
+    warning when it is unreadable or has no data rows (a header alone): the capture then takes
+    what the other files give, as without the file."""
+    path = getattr(files, name)
+    if path is None:
+        return None
+    try:
+        return reader(path)
+    except (OSError, ValueError, csv.Error, UnicodeDecodeError) as exc:
+        warnings.append(f"{path.name}: unreadable ({type(exc).__name__}: {exc}): analysed as if absent")
+        return None
+
+
+def _breakdown(files: AscendFiles, ct, kd, own_text: list[dict] | None, adb: dict,
+               warnings: list[str]) -> tuple[list[dict], str | None]:
     """The per-step rows and where they come from (module doc: the order)."""
     computed, computed_src = None, None
     if ct is not None:
@@ -194,8 +215,8 @@ def _breakdown(files: AscendFiles, ct, kd, adb: dict, warnings: list[str]) -> tu
             for r in computed:
                 r.setdefault("memcpy_exposed_us", copies.get(r["step"]))
     own, own_src = None, None
-    if files.step_trace:
-        own, own_src = read_step_trace_time(files.step_trace), files.step_trace.name
+    if own_text:
+        own, own_src = own_text, files.step_trace.name
     elif adb.get("StepTraceTime"):
         own = step_trace_rows(adb["StepTraceTime"], STEP_TRACE_DB_COLUMNS)
         own_src = f"{files.analysis_db.name}: StepTraceTime"
@@ -341,11 +362,10 @@ def _communication(files: AscendFiles, adb: dict, crows: list[dict] | None, out:
 
 def _memory(files: AscendFiles, pdb, warnings: list[str]) -> dict | None:
     records, source = None, None
-    if files.memory_record:
-        try:
-            records, source = read_memory_record(files.memory_record), files.memory_record.name
-        except (OSError, ValueError) as exc:
-            warnings.append(f"{files.memory_record.name}: unreadable ({type(exc).__name__}: {exc})")
+    got = _read_or_absent(files, "memory_record", read_memory_record, warnings)
+    if got is not None:
+        (records, bad), source = got, files.memory_record.name
+        warnings += bad
     elif pdb is not None and pdb.memory:
         records, source = pdb.memory, f"{files.db.name}: MEMORY_RECORD"
     if not records:

@@ -25,6 +25,7 @@ import orjson
 from mindspeed_profiler.fileio import connect_readonly
 
 from .ascend_files import step_label
+from .numbers import INT64, real
 
 MAX_COMM_BYTES = 512 << 20
 _RANK_SET = re.compile(r"^\(\s*\d+(?:\s*,\s*\d+)*\s*,?\s*\)$")
@@ -72,11 +73,21 @@ def _walk(node, ctx: dict, leaf_key: str, out: list, depth: int = 0) -> None:
 
 
 def _f(v) -> float:
+    """A finite number, 0.0 for none or a bad one (inf included: it would fail every sum after)."""
     try:
-        x = float(v)
-    except (TypeError, ValueError):
+        x = real(v)
+    except ValueError:
         return 0.0
-    return x if x == x else 0.0
+    return 0.0 if x is None else x
+
+
+def _rank(v) -> int | None:
+    """A rank of a db row (INTEGER, or a REAL / text of one); None for NULL or a bad one."""
+    try:
+        x = real(v)
+    except ValueError:
+        return None
+    return int(x) if x is not None and x.is_integer() and abs(x) < INT64 else None
 
 
 def collective_rows(obj: dict, rank: int | None = None) -> list[dict]:
@@ -148,13 +159,11 @@ def collective_rows_from_db(rows: list[dict]) -> list[dict]:
 
 def link_rows_from_db(rows: list[dict]) -> list[dict]:
     """cluster_analysis.db's ClusterCommunicationMatrix, or analysis.db's CommAnalyzerMatrix, as link_rows()."""
-    def rank(v):
-        return int(_f(v)) if v is not None else None
     return [{"step": _db_step(r.get("step")), "type": r.get("type"), "op": r.get("hccl_op_name"),
-             "group": r.get("group_name"), "src": rank(r.get("src_rank")), "dst": rank(r.get("dst_rank")),
+             "group": r.get("group_name"), "src": _rank(r.get("src_rank")), "dst": _rank(r.get("dst_rank")),
              "transport": str(r.get("transport_type")), "op_name": r.get("op_name"), "size_mb": _f(r.get("transit_size")),
              "time_ms": _f(r.get("transit_time")), "bandwidth_gbps": _f(r.get("bandwidth"))}
-            for r in rows if r.get("src_rank") is not None and r.get("dst_rank") is not None]
+            for r in rows if _rank(r.get("src_rank")) is not None and _rank(r.get("dst_rank")) is not None]
 
 
 def group_rows_from_db(rows: list[dict]) -> list[dict]:

@@ -24,6 +24,7 @@ from mindspeed_profiler.fileio import connect_readonly
 from .ascend_files import KernelDetails
 from .ascend_tasks import ASCEND_HARDWARE, COPY_TASKS, HCCL_PROCESS, LANE_PROCESS, LANES, PYTORCH_API_CATS
 from .events import Events, EventTable
+from .numbers import bad_cells, integer, note_bad
 
 _PIDS = {"Python": 1, "CANN": 2, ASCEND_HARDWARE: 3, HCCL_PROCESS: 4, LANE_PROCESS: 5}
 
@@ -37,14 +38,13 @@ class ProfilerDb:
     npu: str | None = None
     memory: list[dict] = field(default_factory=list)   # {component, ts_us, allocated_bytes, reserved_bytes, active_bytes}
     tables: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)   # rows left out for a NULL or junk value, by table.column
 
 
 def _ns(v) -> int | None:
-    """A db time (INTEGER, or TEXT in PYTORCH_API of some schema versions) as int ns; None if junk."""
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return None
+    """A db time (INTEGER, or TEXT in PYTORCH_API of some schema versions) as int ns; None for
+    NULL, junk, inf."""
+    return integer(v)
 
 
 def _span(start, end) -> tuple[str, float] | None:
@@ -92,10 +92,8 @@ def _read(db: _Db, path: Path) -> ProfilerDb:
     if "TASK" not in db.tables and "COMMUNICATION_OP" not in db.tables:
         raise ValueError(f"{path.name}: no TASK or COMMUNICATION_OP table (tables: {sorted(db.tables)[:12]})")
     s = db.s
-    rank_dev = db.rows("SELECT rankId, deviceId FROM RANK_DEVICE_MAP", "RANK_DEVICE_MAP")
-    rank, device = (int(rank_dev[0][0]), int(rank_dev[0][1])) if rank_dev else (None, None)
-    if rank is not None and rank < 0:
-        rank = None
+    bad: dict = {}   # "TABLE.column" -> (rows left out, the first value)
+    rank, device = _rank_device(db, bad)
     ev: list[dict] = [{"ph": "M", "name": "process_name", "pid": pid, "args": {"name": n}} for n, pid in _PIDS.items()]
     # host: PYTORCH_API (+ STEP_TIME's ProfilerStep ranges where PYTORCH_API has none)
     has_step = False
@@ -117,9 +115,10 @@ def _read(db: _Db, path: Path) -> ProfilerDb:
                       "COMPUTE_TASK_INFO") if "TASK" in db.tables else []
     for start, end, stream, conn, name, ttype, _op in compute:
         ev.append(_task(start, end, stream, conn, s(name), s(ttype)))
-    copy_types = [k for k, v in db.strings.items() if v in COPY_TASKS]
+    copy_types = [integer(k) for k, v in db.strings.items() if v in COPY_TASKS]   # ids into SQL: ints only
+    copy_types = [k for k in copy_types if k is not None]
     if copy_types and "TASK" in db.tables:
-        ids = ",".join(str(int(k)) for k in copy_types)
+        ids = ",".join(map(str, copy_types))
         for start, end, stream, conn, ttype in db.rows(
                 "SELECT t.startNs, t.endNs, t.streamId, t.connectionId, t.taskType FROM TASK t "
                 f"WHERE t.taskType IN ({ids}) AND t.globalTaskId NOT IN (SELECT globalTaskId FROM COMPUTE_TASK_INFO)"
@@ -136,8 +135,11 @@ def _read(db: _Db, path: Path) -> ProfilerDb:
         ev.append({"ph": "M", "name": "thread_name", "pid": 4, "tid": tid, "args": {"name": f"Group {tid} Communication"}})
     lane_sql = "SELECT startNs, endNs, type FROM OVERLAP_ANALYSIS" + (f" WHERE deviceId = {device}" if device is not None else "")
     for start, end, typ in db.rows(lane_sql, "OVERLAP_ANALYSIS"):
-        if 0 <= typ < len(LANES):
-            ev.append(_x(LANES[typ], None, 5, typ, start, end))
+        lane = integer(typ)
+        if lane is not None and 0 <= lane < len(LANES):
+            ev.append(_x(LANES[lane], None, 5, lane, start, end))
+        else:
+            note_bad(bad, "OVERLAP_ANALYSIS.type", typ)
     if not compute and not comm:
         raise ValueError(f"{path.name}: no compute tasks and no collective ops")
     table = EventTable()
@@ -145,7 +147,21 @@ def _read(db: _Db, path: Path) -> ProfilerDb:
     events = table.finish()
     npu = db.rows("SELECT name FROM NPU_INFO", "NPU_INFO")
     return ProfilerDb(events=events, kernels=_kernels(compute, comm, s), rank=rank, device_id=device,
-                      npu=str(npu[0][0]) if npu else None, memory=_memory(db, device), tables=sorted(db.tables))
+                      npu=str(npu[0][0]) if npu and npu[0][0] is not None else None, memory=_memory(db, device),
+                      tables=sorted(db.tables), warnings=bad_cells(path.name, bad, "an integer (a lane: 0 to "
+                                                                   f"{len(LANES) - 1})", "their rows left out"))
+
+
+def _rank_device(db: _Db, bad: dict) -> tuple[int | None, int | None]:
+    """(rank, device id) of RANK_DEVICE_MAP's first usable row; a row with a NULL or junk value is
+    noted into `bad` and skipped; a negative rank (no torch.distributed) is no rank."""
+    for r, d in db.rows("SELECT rankId, deviceId FROM RANK_DEVICE_MAP", "RANK_DEVICE_MAP"):
+        rank, device = integer(r), integer(d)
+        if rank is None or device is None:
+            note_bad(bad, "RANK_DEVICE_MAP." + ("rankId" if rank is None else "deviceId"), r if rank is None else d)
+            continue
+        return (rank if rank >= 0 else None), device
+    return None, None
 
 
 def _task(start, end, stream, conn, name: str, ttype: str) -> dict | None:

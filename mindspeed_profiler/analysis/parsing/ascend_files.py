@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .numbers import INT64, MAX_TEXT, bad_cells, integer, note_bad, real
+
 
 def clean(v) -> str:
     # torch_npu pads some values with a tab ("1736413971558972.912\t") so Excel keeps the digits
@@ -24,16 +26,23 @@ def read_csv(path: Path) -> list[dict]:
 
 
 def fnum(v) -> float:
+    """A cell's finite number; NaN (the tables' "no value") for an empty, junk, inf or nan cell."""
     try:
-        return float(clean(v))
-    except (TypeError, ValueError):
+        x = real(v)
+    except ValueError:
         return float("nan")
+    return float("nan") if x is None else x
 
 
 def exact_us(v: str) -> tuple[int, float]:
-    """'1736413971558972.912' -> (1736413971558972, 0.912) without float64 rounding."""
-    whole, _, frac = clean(v).partition(".")
-    return int(whole), float("0." + frac) if frac else 0.0
+    """'1736413971558972.912' -> (1736413971558972, 0.912) without float64 rounding; ValueError
+    unless ASCII digits (the whole within int64)."""
+    t = clean(v)
+    whole, _, frac = t.partition(".")
+    w = integer(whole)
+    if w is None or len(t) > MAX_TEXT or (frac and not (frac.isascii() and frac.isdigit())):
+        raise ValueError(f"{t[:40]!r}: not a time in microseconds")
+    return w, float("0." + frac) if frac else 0.0
 
 
 @dataclass
@@ -110,10 +119,7 @@ def step_label(v) -> int | str | None:
 
 
 def _int_or_none(v) -> int | None:
-    try:
-        x = float(clean(v))
-    except (TypeError, ValueError):
-        return None
+    x = fnum(v)
     return int(x) if x == x and x.is_integer() and abs(x) < 2**31 else None
 
 
@@ -146,12 +152,26 @@ def read_step_trace_time(path: Path) -> list[dict]:
 _MB = 1 << 20
 
 
-def read_memory_record(path: Path) -> list[dict]:
-    """memory_record.csv: {component (PTA, GE, PTA+GE, APP), ts_us, allocated_bytes, reserved_bytes,
-    active_bytes} (the file's MB as bytes; an empty cell is None)."""
-    def mb(v):
-        x = fnum(v)
-        return int(round(x * _MB)) if x == x else None
-    return [{"component": r.get("Component", ""), "ts_us": fnum(r.get("Timestamp(us)")),
-             "allocated_bytes": mb(r.get("Total Allocated(MB)")), "reserved_bytes": mb(r.get("Total Reserved(MB)")),
-             "active_bytes": mb(r.get("Total Active(MB)"))} for r in read_csv(path)]
+def read_memory_record(path: Path) -> tuple[list[dict], list[str]]:
+    """memory_record.csv: ([{component (PTA, GE, PTA+GE, APP), ts_us, allocated_bytes, reserved_bytes,
+    active_bytes}], warnings) (the file's MB as bytes; an empty cell is None, so is a bad one, and
+    the warnings name its column and value)."""
+    bad: dict = {}
+
+    def cell(r: dict, col: str) -> float | None:
+        try:
+            return real(r.get(col))
+        except ValueError:
+            note_bad(bad, col, r.get(col))
+            return None
+
+    def mb(r: dict, col: str) -> int | None:
+        x = cell(r, col)
+        if x is not None and abs(x) * _MB >= INT64:   # bytes beyond int64: no memory, a bad cell
+            note_bad(bad, col, r.get(col))
+            return None
+        return None if x is None else int(round(x * _MB))
+    rows = [{"component": r.get("Component", ""), "ts_us": fnum(cell(r, "Timestamp(us)")),
+             "allocated_bytes": mb(r, "Total Allocated(MB)"), "reserved_bytes": mb(r, "Total Reserved(MB)"),
+             "active_bytes": mb(r, "Total Active(MB)")} for r in read_csv(path)]
+    return rows, bad_cells(path.name, bad, what="read as empty")

@@ -22,6 +22,8 @@ from pathlib import Path
 
 from mindspeed_profiler.fileio import connect_readonly
 
+from .numbers import integer
+
 SOURCE = "TASK, COMPUTE_TASK_INFO, COMMUNICATION_OP, CANN_API, PYTORCH_API, CONNECTION_IDS, STRING_IDS"
 BUSY_TABLES = ("TASK", "COMPUTE_TASK_INFO")
 LINK_TABLES = ("TASK", "CANN_API", "STRING_IDS", "CONNECTION_IDS", "PYTORCH_API")
@@ -74,14 +76,8 @@ def _require(path: Path, have: set[str], need: tuple[str, ...], what: str) -> No
                          "(msprof-analyze's free_analysis writes nothing for this rank)")
 
 
-def _ns(v) -> int | None:
-    """A db time as int ns (some schema versions store TEXT), None for NULL / junk."""
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        return int(v)
-    except (TypeError, ValueError, OverflowError):   # OverflowError: a REAL inf
-        return None
+# a db time as int ns (some schema versions store TEXT), None for NULL / junk / a REAL inf
+_ns = integer
 
 
 def read_busy_intervals(path: Path) -> tuple[list[tuple[int, int]], list[str]]:

@@ -19,7 +19,10 @@ import orjson
 
 from mindspeed_profiler import formats
 
-PROFILER_INFO_RE = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
+from .numbers import integer, shown
+
+# any suffix: one that is not a rank ("²", "①") is a warning, the file's rank_id still read
+PROFILER_INFO_RE = re.compile(r"^profiler_info(?:_([^.]+))?\.json$")
 # parallel_group_info group names -> our layout dimensions (integrations/megatron.py's keys)
 GROUP_DIMS = {"tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep", "exp": "ep", "dp_cp": "dp_cp"}
 _ARG_DIMS = {"tensor_model_parallel_size": "tp", "pipeline_model_parallel_size": "pp", "data_parallel_size": "dp",
@@ -48,13 +51,19 @@ def _load(path: Path) -> dict | None:
 
 
 def _int(v) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v if abs(v) <= formats.MAX_RANK else None
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit() and len(v.strip()) < 10:
-        return int(v.strip())
-    return None
+    """An int or the text of one (ASCII digits), within a rank's range; else None."""
+    n = integer(v) if not isinstance(v, float) else None
+    return n if n is not None and abs(n) <= formats.MAX_RANK else None
+
+
+def _rank(v, where: str, ident: AscendIdentity) -> int | None:
+    """A rank field (`where` names file and field; -1: torch.distributed was not up); None when
+    absent, and a warning too when it is no integer in ASCII digits."""
+    n = _int(v)
+    if v is not None and n is None:
+        ident.warnings.append(f"{where}: {shown(v)} is not a rank (allowed: an integer 0 to {formats.MAX_RANK}, "
+                              "in ASCII digits): ignored")
+    return n
 
 
 def read_identity(capture_dir: Path) -> AscendIdentity:
@@ -90,9 +99,10 @@ def _profiler_info(path: Path, suffix: str | None, ident: AscendIdentity) -> Non
     info = _read(path, ident)
     if info is None:
         return
-    rank = _int(info.get("rank_id"))
-    if rank is None and suffix is not None and len(suffix) <= 9:
-        rank = int(suffix)
+    rank = _rank(info.get("rank_id"), f"{path.name} rank_id", ident)
+    if suffix is not None:   # the N of profiler_info_N.json: where rank_id is absent or bad
+        named = _rank(suffix, f"{path.name}: the rank in the file name", ident)
+        rank = named if rank is None else rank
     if rank is not None and rank >= 0:
         ident.rank = rank
     exp = ((info.get("config") or {}).get("experimental_config") or {}) if isinstance(info.get("config"), dict) else {}
@@ -113,7 +123,8 @@ def _metadata(path: Path, ident: AscendIdentity) -> None:
     if meta is None:
         return
     args = meta.get("distributed_args") if isinstance(meta.get("distributed_args"), dict) else {}
-    rank, world = _int(args.get("rank")), _int(args.get("world_size"))
+    rank = _rank(args.get("rank"), f"{path.name} distributed_args.rank", ident)
+    world = _int(args.get("world_size"))
     if ident.rank is None and rank is not None and rank >= 0:
         ident.rank = rank
     elif rank is not None and ident.rank is not None and rank != ident.rank:

@@ -1,0 +1,105 @@
+"""Numbers from files we did not write (CSV cells, db values), converted in bounded time to values
+the tables hold. Python's own conversions are neither: int(Decimal("1e999990")) builds a
+million-digit integer (30 s of CPU), int(float("1e400")) raises OverflowError, str.isdigit()
+accepts "²", which int() refuses. A bad value is None or a ValueError saying what it is; the
+caller counts the cell or row as bad and names file, column and value (`bad_cells`)."""
+from __future__ import annotations
+
+import math
+from decimal import Decimal, InvalidOperation
+
+MAX_TEXT = 100      # characters of a number's text: torch_npu writes at most ~25 (a float64, a tab)
+MAX_EXPONENT = 30   # |decimal exponent|: no time (ns), size (bytes) or count in a capture is near 1e30
+INT64 = 2**63       # what numpy arrays and analysis.db hold
+
+
+def shown(v) -> str:
+    """A value as a message shows it: its repr, cut to 40 characters."""
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _text(v: str) -> str:
+    # torch_npu pads some values with a tab so that Excel keeps the digits
+    t = v.strip().strip("\t").strip()
+    if len(t) > MAX_TEXT:
+        raise ValueError(f"{shown(t)}: {len(t)} characters, not a number")
+    return t
+
+
+def real(v) -> float | None:
+    """A finite float of a number or its text; None for NULL or an empty cell; ValueError for
+    junk, inf and nan."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        v = _text(v)
+        if not v:
+            return None
+    elif isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"{shown(v)}: not a number")
+    try:
+        x = float(v)
+    except (ValueError, OverflowError):
+        raise ValueError(f"{shown(v)}: not a number") from None
+    if not math.isfinite(x):
+        raise ValueError(f"{shown(v)}: not a finite number")
+    return x
+
+
+def exact_int(v, unit: int = 1) -> int | None:
+    """A decimal text (or number) times `unit` as an exact int, rounded half-even (the digits a
+    float64 would lose are kept); None for an empty cell; ValueError for junk, inf, nan, an
+    exponent beyond MAX_EXPONENT (checked before any digit is expanded) or a result beyond int64."""
+    if v is None:
+        return None
+    t = _text(v) if isinstance(v, str) else v
+    if t == "":
+        return None
+    if isinstance(t, bool) or not isinstance(t, (str, int, float)):
+        raise ValueError(f"{shown(v)}: not a number")
+    try:
+        d = Decimal(t)
+    except (InvalidOperation, ValueError):
+        raise ValueError(f"{shown(v)}: not a number") from None
+    if not d.is_finite():
+        raise ValueError(f"{shown(v)}: not a finite number")
+    if d and abs(d.adjusted()) > MAX_EXPONENT:
+        raise ValueError(f"{shown(v)}: out of range (at most 1e{MAX_EXPONENT})")
+    n = int((d * unit).to_integral_value())
+    if not -INT64 <= n < INT64:
+        raise ValueError(f"{shown(v)}: out of range (beyond int64)")
+    return n
+
+
+def integer(v) -> int | None:
+    """An int of a db value or a JSON field: an INTEGER, a finite REAL (truncated, as int() reads
+    the db's REAL times) or the text of ASCII digits with an optional sign, within int64; None for
+    NULL, bool, junk, inf and anything else."""
+    if v is None or isinstance(v, bool):
+        return None
+    if isinstance(v, float):
+        v = int(v) if math.isfinite(v) else None
+    elif isinstance(v, str):
+        t = v.strip()
+        digits = t[1:] if t[:1] in "+-" else t
+        # isascii: str.isdigit() also accepts "²" and "①", which int() refuses
+        v = int(t) if digits.isascii() and digits.isdigit() and len(digits) <= 19 else None
+    return v if isinstance(v, int) and -INT64 <= v < INT64 else None
+
+
+FINITE = f"a finite number below 1e{MAX_EXPONENT}"
+
+
+def bad_cells(source: str, bad: dict[str, tuple[int, object]], allowed: str = FINITE,
+              what: str = "left out") -> list[str]:
+    """One warning per column of `bad` ({column: (count, first bad value)}), naming the file (or
+    table), the column, the first value and what is allowed."""
+    return [f"{source}: {n} bad value(s) in column {col} (the first: {shown(first)}; allowed: {allowed}): {what}"
+            for col, (n, first) in bad.items()]
+
+
+def note_bad(bad: dict[str, tuple[int, object]], column: str, value) -> None:
+    """Count one bad cell of `column` into `bad` (bad_cells' input), keeping the first value."""
+    n, first = bad.get(column, (0, value))
+    bad[column] = (n + 1, first)
