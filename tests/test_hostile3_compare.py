@@ -107,3 +107,57 @@ def test_a_truncated_summary_names_its_file(tmp_path, good_summary):
     f.write_bytes(f.read_bytes()[:500])
     with pytest.raises(ValueError, match="summary.json: not JSON"):
         load_summary(f)
+
+
+# ------------------------------------------------------------------ item 16: compare of two runs of raw traces
+
+AMD = REPO / "tests" / "data" / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+
+
+def _slower_steps(src: Path, dst: Path, factor: float) -> None:
+    """A copy of Kineto trace `src` whose ProfilerStep#N spans last `factor` times as long."""
+    with gzip.open(src, "rt") as fh:
+        trace = json.load(fh)
+    for e in trace["traceEvents"]:
+        if str(e.get("name", "")).startswith("ProfilerStep#") and "dur" in e:
+            e["dur"] = e["dur"] * factor
+    with gzip.open(dst, "wt") as fh:
+        json.dump(trace, fh)
+
+
+def test_compare_of_raw_traces_leads_with_step_time_per_worker_named_by_file(tmp_path):
+    """Plain Kineto traces (no metadata, no rank): two files per run, one of them slower in B.
+    compare leads with the step time of each worker, named by its file, and its change."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b):
+        d.mkdir()
+        shutil.copy(AMD, d / "trainer_one.pt.trace.json.gz")
+    shutil.copy(AMD, a / "trainer_two.pt.trace.json.gz")
+    _slower_steps(AMD, b / "trainer_two.pt.trace.json.gz", 2.0)
+    p = subprocess.run([sys.executable, "-m", "mindspeed_profiler.cli", "compare", str(a), str(b), "--json", "-"],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    rows = {r["worker"]: r for r in res["steps"]}
+    assert set(rows) == {"trainer_one", "trainer_two"}, res["steps"]
+    assert rows["trainer_one"]["status"] == "same"
+    two = rows["trainer_two"]
+    assert two["ratio"] == pytest.approx(2.0, rel=0.01) and two["delta_us"] == pytest.approx(two["a_us"], rel=0.01)
+    assert res["how"]["level"] == "rank"
+    p = subprocess.run([sys.executable, "-m", "mindspeed_profiler.cli", "compare", str(a), str(b)],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    titles = [i for i, line in enumerate(lines) if "B - A (ms)" in line]
+    assert titles and "Step time" in lines[titles[0]], p.stdout   # the first table
+    two_line, = [line for line in lines if "trainer_two / step time" in line]
+    assert "2.000" in two_line and any("trainer_one / step time" in line for line in lines)
+
+
+def test_a_worker_without_role_or_rank_is_named_by_its_file():
+    from mindspeed_profiler.analysis.analyzers.compare import file_label
+
+    assert file_label("kineto/worker0.1623143089861.pt.trace.json.gz") == "kineto/worker0.1623143089861"
+    assert file_label("plain.json") == "plain"
+    long = file_label("d/" + "x" * 200 + ".pt.trace.json.gz")
+    assert len(long) <= 48 and long.startswith("d/x") and "…" in long

@@ -67,10 +67,11 @@ def run(args: argparse.Namespace) -> int:
     if res["nothing_comparable"]:
         print(f"compare: {res['nothing_comparable']}", file=sys.stderr)
         return code
-    for title, key in (("Stages (per iteration)", "stages"), ("Ranks", "ranks"),
+    for title, key in (("Step time (mean of a captured step)", "steps"),
+                       ("Stages (per iteration)", "stages"), ("Ranks", "ranks"),
                        ("Device time per step (computing / communication / free)", "breakdown"),
                        ("Host ops (self time per step)", "ops"), ("Kernels (device time per step)", "kernels")):
-        rows = [r for r in res[key] if r["status"] != "same"]
+        rows = [r for r in res[key] if r["status"] != "same" or key == "steps"]   # step time leads, even unchanged
         if not rows:
             continue
         t = Table(title=f"{title}: B - A (ms)")

@@ -48,8 +48,27 @@ def _captures(s: dict) -> list[dict]:
     return [c for c in s.get("captures", []) if c.get("status") == "ok" and c.get("kind") in CAPTURE_KINDS]
 
 
+TRACE_SUFFIXES = (".gz", ".json", ".pt.trace")   # stripped, in this order, from a raw trace's file name
+FILE_LABEL_CHARS = 48
+
+
 def _worker(c: dict) -> str:
-    return f"{c.get('role') or ''}:{c.get('rank') if c.get('rank') is not None else ''}"
+    """"role:rank"; a capture with neither (a plain Kineto trace from another project) is named by
+    its file, so that two such traces are told apart and the same file in two runs is matched."""
+    role, rank = c.get("role") or "", c.get("rank")
+    if role or rank is not None:
+        return f"{role}:{rank if rank is not None else ''}"
+    return file_label(str(c.get("path") or ""))
+
+
+def file_label(path: str) -> str:
+    """A capture's path without its trace suffixes, the middle cut when long
+    ("kineto/worker0.1623143089861.pt.trace.json.gz" -> "kineto/worker0.1623143089861")."""
+    for suffix in TRACE_SUFFIXES:
+        if path.endswith(suffix) and len(path) > len(suffix):
+            path = path[: -len(suffix)]
+    n = FILE_LABEL_CHARS
+    return path if len(path) <= n else path[: n // 2 - 1] + "…" + path[-(n - n // 2):]
 
 
 def _group_of(c: dict, level: str) -> tuple:
@@ -99,6 +118,24 @@ def per_step_values(s: dict, what: str, level: str) -> tuple[dict[tuple, float],
                 key = group + (name,)
                 sums[key] = sums.get(key, 0.0) + v / n
     return {k: v / members[k[:2]] for k, v in sums.items()}, complete
+
+
+STEP_TIME = "step time"
+
+
+def step_time_values(s: dict, level: str) -> dict[tuple, float]:
+    """{(stage, worker, "step time"): mean over the group's captures of the mean duration of a
+    captured step (ProfilerStep#N, or the capture's own step rows)}: what a user compares first."""
+    sums: dict[tuple, float] = {}
+    members: dict[tuple, int] = {}
+    for c in _captures(s):
+        durs = [st["dur_us"] for st in c.get("steps") or [] if isinstance(st.get("dur_us"), (int, float))]
+        if not durs:
+            continue
+        key = _group_of(c, level) + (STEP_TIME,)
+        members[key] = members.get(key, 0) + 1
+        sums[key] = sums.get(key, 0.0) + sum(durs) / len(durs)
+    return {k: v / members[k] for k, v in sums.items()}
 
 
 BREAKDOWN = (("computing_us", "compute_us"), ("communication_exposed_us", "communication_exposed_us"),
@@ -160,6 +197,7 @@ def _how(level: str, a: dict, b: dict) -> dict:
 def compare(a: dict, b: dict) -> dict:
     level = choose_level(a, b)
     out = {"a": a.get("root"), "b": b.get("root"), "how": _how(level, a, b),
+           "steps": _deltas(step_time_values(a, level), step_time_values(b, level)),
            "stages": _deltas(_stage_values(a), _stage_values(b)),
            "ranks": _deltas(_rank_values(a), _rank_values(b))}
     for what in ("ops", "kernels"):
@@ -170,7 +208,7 @@ def compare(a: dict, b: dict) -> dict:
     return out
 
 
-TABLES = ("stages", "ranks", "ops", "kernels", "breakdown")
+TABLES = ("steps", "stages", "ranks", "ops", "kernels", "breakdown")
 
 
 def nothing_comparable(a: dict, b: dict, res: dict) -> str | None:
@@ -183,7 +221,7 @@ def nothing_comparable(a: dict, b: dict, res: dict) -> str | None:
         kinds = sorted({c.get("kind") for c in ok})
         return (f"{len(caps)} capture(s), {len(ok)} ok" + (f" ({', '.join(map(str, kinds))})" if kinds else "")
                 + ("" if s.get("timeline") else ", no RL timeline"))
-    return (f"nothing comparable: no stage, rank, op, kernel or device-time row is on both sides "
+    return (f"nothing comparable: no step-time, stage, rank, op, kernel or device-time row is on both sides "
             f"(A: {what(a)}; B: {what(b)}); captures without steps, ops, kernels or device time give nothing to compare")
 
 
