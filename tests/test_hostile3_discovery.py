@@ -118,3 +118,62 @@ def test_every_reader_of_an_input_refuses_a_fifo_without_blocking(tmp_path, fifo
     assert _bounded(lambda: jsonscan.expanded_size(p)) == 0
     with pytest.raises(UnsafeFile, match="not a regular file"):
         _bounded(lambda: segments.read_segment(str(p)))
+
+
+# ---------------------------------------------------------------- item 9: a tree deeper than the recursion limit
+
+
+def _nested(top: Path, name: str, depth: int) -> Path:
+    """`depth` directories `name` one in another under `top` (made one by one: makedirs recurses)."""
+    p = str(top)
+    for _ in range(depth):
+        p = os.path.join(p, name)
+        os.mkdir(p)
+    return Path(p)
+
+
+def _remove_tree(top: Path) -> None:
+    """rm -r without recursion (shutil.rmtree, and so pytest's clean-up of old temporary
+    directories, recurse per level and fail on these trees); links are removed, never followed."""
+    stack = [(str(top), False)]
+    while stack:
+        p, emptied = stack.pop()
+        if emptied:
+            os.rmdir(p)
+            continue
+        stack.append((p, True))
+        with os.scandir(p) as it:
+            for e in it:
+                if e.is_dir(follow_symlinks=False):
+                    stack.append((e.path, False))
+                else:
+                    os.unlink(e.path)
+
+
+@pytest.fixture
+def deep_tmp(tmp_path):
+    """tmp_path, emptied at the end without recursion."""
+    yield tmp_path
+    for child in list(tmp_path.iterdir()):
+        _remove_tree(child)
+
+
+def test_a_tree_1100_directories_deep_is_analysed_and_a_link_loop_is_cut(deep_tmp, shared_data):
+    """Python 3.11's os.walk (and pathlib's rglob) recurse once per level: 1,100 nested directories
+    (a 2.2 KB path) ended `analyse` in a RecursionError. Here a trace lies at the bottom of such a
+    tree, another at the bottom of one inside a capture directory, and a link back to the top
+    (followed links: a loop) lies beside the first."""
+    trace = (shared_data / "kineto" / "gpu_rank0.json.gz").read_bytes()
+    deep = _nested(deep_tmp, "d", 1100)
+    (deep / "bottom.pt.trace.json.gz").write_bytes(trace)
+    os.symlink(deep_tmp, deep / "loop")
+    cap = deep_tmp / "actor_rank0_step1-1_h_1_20261130000000000_pt"
+    cap.mkdir()
+    inner = _nested(cap, "e", 1100)
+    (inner / "t.pt.trace.json.gz").write_bytes(trace)
+    assert len(str(deep)) > 2200
+    code, summary, out = _analyse(deep_tmp)
+    caps = {c["path"]: c for c in summary.get("captures", [])}
+    assert code == 0 and len(caps) == 2, out[-3000:]
+    assert all(c["status"] == "ok" for c in caps.values())
+    assert caps[cap.name]["files"] == [str((inner / "t.pt.trace.json.gz").relative_to(deep_tmp))]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable, Iterator
 
 import orjson
 
@@ -106,6 +106,47 @@ def keep_regular(root: Path, cap: Capture, paths: Iterable[Path]) -> list[Path]:
     return keep
 
 
+def walk(top: Path, onerror: Callable[[OSError], None] | None = None) -> Iterator[tuple[Path, list[str], list[str]]]:
+    """os.walk(top, followlinks=True) top-down, names sorted, without recursion: Python 3.11's
+    os.walk recurses once per level and failed with RecursionError 1,000 directories deep. The
+    caller prunes the directory names in place, as with os.walk. Links are followed, each real
+    directory (device, inode) once, so a symbolic link loop is cut."""
+    try:
+        st = os.stat(top)
+        seen = {(st.st_dev, st.st_ino)}
+    except OSError:
+        seen = set()
+    stack = [Path(top)]
+    while stack:
+        d = stack.pop()
+        try:
+            with os.scandir(d) as it:
+                entries = list(it)
+        except OSError as err:
+            if onerror is not None:
+                onerror(err)
+            continue
+        dirs, files = [], []
+        for e in entries:
+            try:
+                (dirs if e.is_dir() else files).append(e.name)
+            except OSError:   # vanished, or a link we cannot stat: a name like any other file
+                files.append(e.name)
+        dirs.sort()
+        files.sort()
+        yield d, dirs, files
+        below = []
+        for name in dirs:
+            try:
+                st = os.stat(d / name)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                below.append(d / name)
+        stack.extend(reversed(below))   # depth first, in name order, as os.walk
+
+
 def discover(root: Path, skip_dirs: tuple[str, ...] = (formats.ANALYSIS_DIR, formats.REQUESTS_DIR)) -> list[Capture]:
     root = Path(root)
     kinds = input_kinds()
@@ -114,7 +155,6 @@ def discover(root: Path, skip_dirs: tuple[str, ...] = (formats.ANALYSIS_DIR, for
         kind = next((k.name for k in kinds if k.claims_file_root and k.claims_file_root(name)), DEFAULT_FILE_KIND)
         return [Capture(path=name, kind=input_kind(kind).name, files=[name])]
     found: list[Capture] = []
-    seen: set[str] = {os.path.realpath(root)}
 
     def unreadable(err: OSError) -> None:   # a directory we cannot list is reported, not skipped
         p = Path(err.filename) if err.filename else root
@@ -122,25 +162,15 @@ def discover(root: Path, skip_dirs: tuple[str, ...] = (formats.ANALYSIS_DIR, for
                              warnings=[f"cannot list directory: {type(err).__name__}: {err.strerror or err}"]))
 
     # symlinked directories are followed (captures gathered by links), each real directory once
-    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable, followlinks=True):
-        d = Path(dirpath)
-        keep = []
-        for x in sorted(dirnames):
-            if x.startswith(".") or (d == root and x in skip_dirs):
-                continue
-            real = os.path.realpath(d / x)
-            if real in seen:
-                continue
-            seen.add(real)
-            keep.append(x)
-        dirnames[:] = keep
+    for d, dirnames, filenames in walk(root, unreadable):
+        dirnames[:] = [x for x in dirnames if not x.startswith(".") and not (d == root and x in skip_dirs)]
         whole = next((cap for k in kinds if k.claim_dir for cap in [k.claim_dir(root, d)] if cap is not None), None)
         if whole is not None:
             dirnames[:] = []
             found.append(whole)
             continue
         claimed: set[str] = set()
-        names = sorted(filenames)
+        names = filenames
         for k in kinds:
             if k.claim_files:
                 found += k.claim_files(root, d, names, claimed)

@@ -11,7 +11,7 @@ from mindspeed_profiler import formats
 
 from ..analyzers.memory_peaks import kineto_trace_memory, table_memory, with_capacity
 from ..analyzers.trace_summary import summarise
-from ..discover import Capture, keep_regular, not_a_regular_file, read_identity, rel
+from ..discover import Capture, keep_regular, not_a_regular_file, read_identity, rel, walk
 from ..parsing import jsonscan
 from ..parsing.kineto_trace import event_columns, read_kineto_trace
 from . import InputKind, register_input
@@ -55,8 +55,9 @@ def _claim_capture_dir(root: Path, d: Path) -> Capture | None:
             cap.warnings.append(f"trace_files lists {len(listed) - len(inside)} path(s) outside the capture directory: ignored")
         cap.files = [rel(root, p) for p in keep_regular(root, cap, [d / f for f in inside])]
     else:
-        cap.files = [rel(root, p) for p in sorted(d.rglob("*")) if p.is_file()
-                     and (is_trace_json(p.name) or p.name.endswith(formats.MEMORY_SNAPSHOT_SUFFIX))]
+        found = sorted(where / n for where, _, names in walk(d) for n in names   # (rglob recursed per level)
+                       if is_trace_json(n) or n.endswith(formats.MEMORY_SNAPSHOT_SUFFIX))
+        cap.files = [rel(root, p) for p in keep_regular(root, cap, found)]
     return cap
 
 
