@@ -68,6 +68,17 @@ def test_an_overflowing_number_in_the_memory_csvs_is_one_bad_cell(ascend_sets, t
     assert max(r["bytes"] for r in c["memory_records"]["ops"]) < numbers.INT64
 
 
+@pytest.mark.parametrize("column", ["Duration(us)", "Start Time(us)"])
+@pytest.mark.parametrize("value", ["1e400", "inf", "1e999990"])
+def test_an_overflowing_number_in_kernel_details_is_one_bad_row(ascend_sets, tmp_path, column, value):
+    cap = _rank0(ascend_sets, "text_l0", tmp_path)
+    _set_cells(_output(cap, "kernel_details.csv"), column, value, n=2)
+    c = _analysed(tmp_path / "run")
+    assert c["n_bad_kernels"] == 2 and c["n_kernels"] > 0 and c["step_trace"]
+    assert any(w.startswith("kernel_details.csv: 2 bad value(s) in column " + column) and repr(value) in w
+               for w in c["warnings"]), c["warnings"]
+
+
 # ---------------------------------------------------------------- 6. numbers in bounded time
 
 _ANALYSE = ("import json, sys; from mindspeed_profiler.analysis.batch import analyse_directory; "

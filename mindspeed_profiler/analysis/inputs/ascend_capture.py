@@ -46,6 +46,7 @@ from ..parsing.ascend_files import (STEP_TRACE_DB_COLUMNS, read_kernel_details, 
 from ..parsing import ascend_free_db as fdb
 from ..parsing.ascend_identity import read_identity
 from ..parsing.kineto_trace import event_columns, read_kineto_trace
+from ..parsing.numbers import bad_cells
 
 CONSISTENCY_REL = 0.01     # step rows of two sources further apart than this: a warning
 STEP_RATIO_WARN = 2.0      # a step's duration in two sources more than 2x apart: a warning
@@ -124,6 +125,8 @@ def analyse_ascend(files: AscendFiles, rank_known: int | None, top_n: int, want_
         out.update(kernel_fields(kd, krows, top_n))
         if kd.n_bad:
             warnings.append(f"{files.kernel_details.name}: {kd.n_bad} row(s) without a usable start time or duration were left out")
+            warnings += bad_cells(files.kernel_details.name, kd.bad, allowed="a finite number, a duration not negative",
+                                  what="the rows above")
         if files.kernel_details and files.trace_view and out.get("start_us") is not None:
             warnings += _same_recording(out, kd)
     adb = _analysis_db(files, warnings)

@@ -4,7 +4,7 @@ a UTF-8 BOM, timestamps with more digits than a float64 keeps."""
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +57,7 @@ class KernelDetails:
     dur: np.ndarray
     base: int
     n_bad: int   # rows without a usable start time or duration: counted, never summed as NaN
+    bad: dict = field(default_factory=dict)   # their bad cells by column (numbers.note_bad)
 
 
 def read_kernel_details(path: Path) -> KernelDetails:
@@ -65,14 +66,24 @@ def read_kernel_details(path: Path) -> KernelDetails:
     if missing:
         raise ValueError(f"{path.name}: missing column(s) {missing}; found {list(rows[0])[:12]}")
 
+    bad: dict = {}
+
     def start(r):
         try:
             return exact_us(r["Start Time(us)"])
         except (TypeError, ValueError, AttributeError):
+            note_bad(bad, "Start Time(us)", r["Start Time(us)"])
             return None
+
+    def usable(p, r) -> bool:
+        if p is None:
+            return False
+        if fnum(r["Duration(us)"]) >= 0:   # NaN (junk, inf, empty) is not
+            return True
+        note_bad(bad, "Duration(us)", r["Duration(us)"])
+        return False
     parts = [start(r) for r in rows]
-    good = [p is not None and np.isfinite(fnum(r["Duration(us)"])) and fnum(r["Duration(us)"]) >= 0
-            for p, r in zip(parts, rows)]
+    good = [usable(p, r) for p, r in zip(parts, rows)]
     n_bad = len(rows) - sum(good)
     rows = [r for r, g in zip(rows, good) if g]
     parts = [p for p, g in zip(parts, good) if g]
@@ -83,7 +94,7 @@ def read_kernel_details(path: Path) -> KernelDetails:
         names=[r["Name"] for r in rows], types=[r.get("Type", "") for r in rows],
         cores=[r.get("Accelerator Core", "") for r in rows], step_ids=[clean(r.get("Step Id", "")) for r in rows],
         ts=np.array([(w - base) + f for w, f in parts]), dur=np.array([fnum(r["Duration(us)"]) for r in rows]),
-        base=base, n_bad=n_bad)
+        base=base, n_bad=n_bad, bad=bad)
 
 
 # step_trace_time.csv / msprof-analyze's cluster_step_trace_time.csv column -> field (us)
