@@ -274,9 +274,11 @@ def test_a_nan_impact_ranks_last():
 
 
 def test_a_rule_found_on_every_rank_is_listed_ten_times_and_counted():
-    """A 10,000-rank job whose every rank is host bound: the 10 worst, the worst saying how many."""
+    """A job whose every rank is host bound, each in a stage of its own (one stage's captures are
+    one finding: tests/test_hostile3_compare.py): the 10 worst, the worst saying how many."""
     row = {"device": "0", "stream": 7, "idle_us": 600.0, "kernel_wait_us": 50.0, "other_us": 50.0}
-    caps = [_cap(f"actor_rank{r}", r, wall_us=1000.0, idle_causes=[dict(row, host_wait_us=400.0 + r)]) for r in range(30)]
+    caps = [_cap(f"actor_rank{r}", r, wall_us=1000.0, idle_causes=[dict(row, host_wait_us=400.0 + r)], stage=f"s{r}")
+            for r in range(30)]
     found = [f for f in advisor.findings({"captures": caps}) if f["id"] == "host_bound"]
     assert len(found) == advisor.MAX_PER_RULE
     assert [f["evidence"]["path"] for f in found] == [f"actor_rank{r}" for r in range(29, 19, -1)]   # the worst first
@@ -291,7 +293,7 @@ def test_findings_held_as_they_come_are_the_ones_a_full_sort_keeps(monkeypatch):
     holds ~10, not 60,000): the result must be exactly the full list sorted and cut, ties included."""
     row = {"device": "0", "idle_us": 600.0, "kernel_wait_us": 50.0, "other_us": 50.0}
     # 600 findings over 3 streams, impacts with many exact ties, in an order that is not the ranking
-    caps = [_cap(f"actor_rank{r}", r, wall_us=1000.0,
+    caps = [_cap(f"actor_rank{r}", r, wall_us=1000.0, stage=f"s{r % 50}",   # 50 subjects of 12 findings each
                  idle_causes=[dict(row, stream=s, host_wait_us=400.0 + (r * 7919 % 37)) for s in (7, 8, 9)])
             for r in range(200)]
     summary = {"captures": caps, "slow_ranks": [{"stage": "s", "rank": r, "flagged": True, "ratio": 1.5 + r % 3,
@@ -301,4 +303,5 @@ def test_findings_held_as_they_come_are_the_ones_a_full_sort_keeps(monkeypatch):
     full = advisor.findings(summary)
     assert got == full
     hb = [f for f in got if f["id"] == "host_bound"]
-    assert len(hb) == advisor.MAX_PER_RULE and hb[0]["evidence"]["n_like_this"] == 600
+    assert len(hb) == advisor.MAX_PER_RULE and hb[0]["evidence"]["n_like_this"] == 50
+    assert all(f["evidence"]["n_captures"] == 4 and f["evidence"]["of_captures"] == 4 for f in hb)

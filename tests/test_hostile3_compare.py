@@ -161,3 +161,53 @@ def test_a_worker_without_role_or_rank_is_named_by_its_file():
     assert file_label("plain.json") == "plain"
     long = file_label("d/" + "x" * 200 + ".pt.trace.json.gz")
     assert len(long) <= 48 and long.startswith("d/x") and "…" in long
+
+
+# ------------------------------------------------------------------ item 17: one finding per subject, not per capture
+
+def _generate_capture(path: str, rank: int, host_wait_us: float) -> dict:
+    row = {"device": "0", "stream": 7, "idle_us": 900.0, "host_wait_us": host_wait_us, "kernel_wait_us": 50.0,
+           "other_us": 50.0}
+    return {"path": path, "kind": "kineto", "status": "ok", "role": "actor", "rank": rank, "stage": "actor_generate",
+            "wall_us": 1000.0, "idle_causes": [row]}
+
+
+def test_the_same_host_bound_stage_in_two_captures_is_one_finding():
+    caps = [_generate_capture("actor_generate/a", 0, 500.0), _generate_capture("actor_generate/b", 1, 700.0)]
+    found = [f for f in advisor.findings({"captures": caps}) if f["id"] == "host_bound"]
+    assert len(found) == 1, [f["title"] for f in found]
+    f, = found
+    assert "in 2 of 2 captures of actor_generate" in f["title"] and "rank 1" in f["title"]   # the worst's
+    assert f["impact"] == pytest.approx(0.7) and f["evidence"]["path"] == "actor_generate/b"
+    assert f["evidence"]["n_captures"] == 2 and f["evidence"]["of_captures"] == 2
+    # a third capture of the stage that is not host bound: 2 of 3; another stage stays its own finding
+    caps.append(_generate_capture("actor_generate/c", 2, 10.0))
+    caps.append({**_generate_capture("actor_update/a", 0, 400.0), "stage": "actor_update"})
+    found = {f["evidence"]["path"]: f["title"] for f in advisor.findings({"captures": caps}) if f["id"] == "host_bound"}
+    assert set(found) == {"actor_generate/b", "actor_update/a"}
+    assert "in 2 of 3 captures of actor_generate" in found["actor_generate/b"]
+    assert "captures" not in found["actor_update/a"]   # actor_update's one capture: nothing to count
+
+
+def test_real_host_bound_ranks_are_one_finding_through_the_report_and_the_db(tmp_path):
+    """Two real GPU traces whose device waits on the host (/work/shared/data/kineto): one host_bound
+    finding, in 2 of 2 captures, in summary.json, the terminal, report.html and analysis.db."""
+    import sqlite3
+
+    from mindspeed_profiler.analysis.facade import RunAnalysis
+
+    for rank in (0, 1):
+        src = KINETO / f"gpu_rank{rank}.json.gz"
+        if not src.is_file():
+            pytest.skip(f"{src} is not here")
+        shutil.copy(src, tmp_path / src.name)
+    summary, code = analyse_directory(tmp_path, jobs=1, progress=False, export_type="db")
+    hb = [f for f in summary["findings"] if f["id"] == "host_bound"]
+    assert len(hb) == 1 and "in 2 of 2 captures" in hb[0]["title"], [f["title"] for f in summary["findings"]]
+    assert "in 2 of 2 captures" in (tmp_path / "analysis" / "report.html").read_text()
+    ra = RunAnalysis(tmp_path)
+    assert [f["title"] for f in ra.findings() if f["id"] == "host_bound"] == [hb[0]["title"]]
+    db = next((tmp_path / "analysis").glob("*.db"))
+    with sqlite3.connect(db) as con:
+        titles = [t for (t,) in con.execute("SELECT title FROM findings WHERE id = 'host_bound'")]
+    assert titles == [hb[0]["title"]]

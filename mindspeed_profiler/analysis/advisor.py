@@ -118,7 +118,7 @@ def comm_bound(summary: dict) -> list[Finding]:
         if busy <= 0 or exposed / busy < COMM_BOUND_SHARE:
             continue
         window = r.get("window_us") or busy
-        out.append(_finding(
+        out.append(of=r, f=_finding(
             "comm_bound", f"{_who(r.get('role'), r.get('rank'))}{' in ' + r['stage'] if r.get('stage') else ''}: "
             f"{exposed / busy:.0%} of the device's busy time is communication not overlapped with compute",
             exposed / window, {"table": "breakdown", "path": r.get("path"), "busy_us": busy, "communication_exposed_us": exposed,
@@ -137,7 +137,7 @@ def host_bound(summary: dict) -> list[Finding]:
         host, wall = r.get("host_wait_us") or 0.0, walls.get(r.get("path")) or 0.0
         if wall <= 0 or host / wall < HOST_BOUND_SHARE:
             continue
-        out.append(_finding(
+        out.append(of=r, f=_finding(
             "host_bound", f"{_who(r.get('role'), r.get('rank'))} stream {r.get('stream')}: the device waited for the host "
             f"{host / 1e3:.1f} ms ({host / wall:.0%} of the capture)", host / wall,
             {"table": "idle_causes", "path": r.get("path"), "stream": r.get("stream"), "host_wait_us": host,
@@ -277,7 +277,7 @@ def memory_near_capacity(summary: dict) -> list[Finding]:
         used, cap = r.get("peak_reserved_bytes") or r.get("peak_allocated_bytes"), r.get("capacity_bytes")
         if not used or not cap or used / cap < MEMORY_NEAR_CAPACITY:
             continue
-        out.append(_memory_finding(f"{_who(r.get('role'), r.get('rank'))} {r.get('device')}", used / cap,
+        out.append(of=r, f=_memory_finding(f"{_who(r.get('role'), r.get('rank'))} {r.get('device')}", used / cap,
                                    {"table": "memory_record_peaks", "path": r.get("path"), "used_bytes": used,
                                     "capacity_bytes": cap, "source": r.get("source")}))
     return out
@@ -301,7 +301,7 @@ def latency_bound(summary: dict) -> list[Finding]:
         floor = _fastest_calls_us(r)
         if r.get("latency_bound") and floor:
             p = per.setdefault(r.get("path"), {"role": r.get("role"), "rank": r.get("rank"), "stage": r.get("stage"),
-                                               "us": 0.0, "calls": 0, "names": set()})
+                                               "path": r.get("path"), "us": 0.0, "calls": 0, "names": set()})
             p["us"] += floor
             p["calls"] += r.get("n_timed") or 0
             p["names"].add(str(r.get("collective")))
@@ -310,7 +310,7 @@ def latency_bound(summary: dict) -> list[Finding]:
         wall = walls.get(path) or 0.0
         if wall <= 0 or p["us"] / wall < LATENCY_BOUND_SHARE:
             continue
-        out.append(_finding(
+        out.append(of=p, f=_finding(
             "latency_bound", f"{_who(p['role'], p['rank'])}{' in ' + p['stage'] if p.get('stage') else ''}: "
             f"{p['calls']} small collectives take {p['us'] / wall:.0%} of the capture", p["us"] / wall,
             {"table": "collective_bandwidth", "path": path, "latency_bound_us": p["us"], "calls": p["calls"],
@@ -371,7 +371,7 @@ def findings(summary: dict, rules: Iterable[Callable[[dict], list[Finding]]] = R
     out = Worst()
     for rule in rules:
         try:
-            out.merge(rule(summary))
+            out.merge(_in_captures(rule(summary), summary))
         except Exception as exc:   # one rule's bug never loses the others' findings
             out.append(_finding("advisor_error", f"rule {rule.__name__} failed: {type(exc).__name__}: {exc}", 0.0,
                                 {}, "report this", "the-advisor"))
@@ -385,17 +385,43 @@ def _rank_key(f: Finding) -> tuple:
 class Worst(list):
     """A rule's findings as they come, holding at most `keep` per rule id (the worst, in the order
     findings() ranks them) and counting all: a rule that fires on every one of 10,000 ranks does
-    not hold 60,000 findings at once (~50 MB on the driver) to keep 10."""
+    not hold 60,000 findings at once (~50 MB on the driver) to keep 10.
+
+    A finding about one capture (`append(f, of=row)`: the row's role, stage and path) is grouped
+    with the rule's others of the same role and stage: one finding per subject, the worst one's,
+    with the captures it was found in (`groups`); findings() says "in N of M captures"."""
 
     def __init__(self, keep: int | None = None):
         super().__init__()
         self.keep = MAX_PER_RULE if keep is None else keep
         self.counts: dict[str, int] = {}
+        self.groups: dict[tuple, tuple[Finding, set]] = {}   # (id, role, stage) -> (the worst, its captures' paths)
         self._limit = 4 * self.keep + 16
 
-    def append(self, f: Finding) -> None:
+    def append(self, f: Finding, of: dict | None = None) -> None:
+        if of is not None:
+            key = (f["id"], of.get("role"), of.get("stage"))
+            group = self.groups.get(key)
+            if group is not None:
+                group[1].add(of.get("path"))
+                if _rank_key(f) >= _rank_key(group[0]):
+                    return   # the subject's worst stays
+                self.groups[key] = (f, group[1])
+                self._replace(group[0], f)
+                return
+            self.groups[key] = (f, {of.get("path")})
         self.counts[f["id"]] = self.counts.get(f["id"], 0) + 1
         super().append(f)
+        if len(self) > self._limit:
+            self._trim()
+
+    def _replace(self, old: Finding, new: Finding) -> None:
+        """`new` in the place of `old` (appended where a trim already dropped `old`)."""
+        for i, x in enumerate(self):
+            if x is old:
+                self[i] = new
+                return
+        super().append(new)
         if len(self) > self._limit:
             self._trim()
 
@@ -419,6 +445,28 @@ class Worst(list):
                 kept.append(f)
         self[:] = kept
         self._limit = max(4 * self.keep + 16, 2 * len(self))
+
+
+def _in_captures(found: Iterable[Finding], summary: dict) -> Iterable[Finding]:
+    """A rule's findings, each grouped one (Worst.groups) saying in how many of its role and stage's
+    captures the rule found it ("in 2 of 2 captures of actor_generate"), where there are several."""
+    groups = getattr(found, "groups", None)
+    if not groups:
+        return found
+    of: dict[tuple, int] = {}
+    for c in summary.get("captures") or []:
+        if isinstance(c, dict) and c.get("status") == "ok":
+            of[(c.get("role"), c.get("stage"))] = of.get((c.get("role"), c.get("stage")), 0) + 1
+    said: dict[int, Finding] = {}
+    for (_rule, role, stage), (f, paths) in groups.items():
+        n = len(paths)
+        m = max(n, of.get((role, stage), 0))
+        if m > 1:
+            where = f" of {stage}" if stage else ""
+            said[id(f)] = {**f, "title": f"{f['title']} (in {n} of {m} captures{where}; the worst shown)",
+                           "evidence": {**f["evidence"], "n_captures": n, "of_captures": m}}
+    found[:] = [said.get(id(f), f) for f in found]   # type: ignore[index]
+    return found
 
 
 def _at_most_per_rule(ranked: list[Finding], keep: int, total: dict[str, int] | None = None) -> list[Finding]:
