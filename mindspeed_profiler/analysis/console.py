@@ -285,10 +285,9 @@ def _iterations_shown(its: list[dict]) -> tuple[list[dict], dict | None]:
 
 def _timeline(con: Console, summary: dict) -> None:
     tl = summary.get("timeline")
-    if not tl:
+    if not tl or tl.get("warning"):   # a timeline's warning is said with the warnings
+        _iterations(con, [], display.tracker_iterations(summary))
         return
-    if tl.get("warning"):
-        return   # said with the warnings
     sw = sorted(tl.get("stage_worker") or [], key=lambda r: -r["total_us"])
     if sw:
         run = sum(it["dur_us"] for it in tl.get("iterations") or [])
@@ -300,22 +299,31 @@ def _timeline(con: Console, summary: dict) -> None:
                          [("stage", {}), ("worker", {}), ("calls", R), ("median ms", R), ("mean ms", R),
                           ("total ms", R), ("of the iterations", R)], rows,
                          caption=f"{hidden} more rows hidden (all in summary.json)" if hidden else None))
-    its = tl.get("iterations") or []
+    _iterations(con, tl.get("iterations") or [], display.tracker_iterations(summary))
+
+
+def _iterations(con: Console, its: list[dict], tracker: display.TrackerIterations) -> None:
+    """The timeline's iterations, with the tracker's tokens/s and MFU where it has them; without a
+    timeline, the tracker's iterations (the slowest worker's wall time)."""
+    if not its:
+        its = [{"iteration": i, "dur_us": us} for i, us in sorted(tracker.wall_us.items())]
     if not its:
         return
     shown, med = _iterations_shown(its)
     rows = []
     for it in shown:
         note = "median" if it is med else ("slowest" if len(shown) < len(its) else "")
-        rows.append([str(it["iteration"]), _ms(it["dur_us"]), note, _ms(it["overlap_us"]), _ms(it["no_stage_us"]),
+        rows.append([str(it["iteration"]), _ms(it["dur_us"]), note, _ms(it.get("overlap_us")),
+                     _ms(it.get("no_stage_us")),
                      _ms(it.get("profiler_us")) if it.get("profiler_us") else "",
-                     _t(display.path_text(it["critical_path"]))])
+                     _t(display.path_text(it.get("critical_path") or []))]
+                    + [m.text(m.values.get(it["iteration"])) for m in tracker.columns])
     hidden = len(its) - len(shown)
     title = "RL iterations" + (f": the {SLOWEST_ITERATIONS} slowest and the median of {len(its)}" if hidden else "")
     con.print(_table(title, [("iter", R), ("ms", R), ("", {}), ("overlap ms", R), ("no stage ms", R),
-                             ("profiler ms", R), ("critical path", FOLD)], rows,
-                     caption=(f"{hidden} iterations hidden (all in report.html, summary.json and analysis.db)"
-                              if hidden else None)))
+                             ("profiler ms", R), ("critical path", FOLD)] + [(_t(m.header), R) for m in tracker.columns],
+                     rows, caption=(f"{hidden} iterations hidden (all in report.html, summary.json and analysis.db)"
+                                    if hidden else None)))
 
 
 def _slow_ranks(con: Console, summary: dict) -> None:

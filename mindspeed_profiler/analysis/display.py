@@ -4,17 +4,22 @@ written (the terminal's ms have 2 decimals, the report's 3) and the escaping (ri
 stay with each renderer."""
 from __future__ import annotations
 
-from typing import Iterator
+import math
+from typing import Iterator, NamedTuple
+
+from mindspeed_profiler.formats import is_train_stage
 
 from .analyzers.critical_path import path_text
-from .questions import COMMUNICATION, SLOW_RANKS, STEP_BREAKDOWN
+from .analyzers.tracker_metrics import MFU_PREFIX
+from .questions import COMMUNICATION, SLOW_RANKS, STEP_BREAKDOWN, TRACKER_METRICS
+from .rows import int64
 
 # the step_breakdown fields both renderers show, in their column order
 BREAKDOWN_CELLS = ("computing_us", "communication_exposed_us", "overlapped_us", "free_us", "bubble_us", "preparing_us",
                    "stage_us")
 
 __all__ = ["BREAKDOWN_CELLS", "path_text", "short", "pct", "slow_ranks", "capture_worker", "capture_label", "comm_shares", "by_text",
-           "step_breakdown", "communication"]
+           "step_breakdown", "communication", "IterationMetric", "TrackerIterations", "tracker_iterations"]
 
 
 def short(text, n: int) -> str:
@@ -73,3 +78,60 @@ def communication(summary: dict) -> Iterator[tuple[dict, dict, list[dict]]]:
     for _, c, raw, row in COMMUNICATION.records(summary):
         if c.get("status") == "ok":
             yield c, row, raw.get("top") or []
+
+
+# -- the metrics tracker's numbers per iteration (docs/metrics.md), as both iteration tables show them
+
+THROUGHPUT = "perf/throughput"
+WALL = "timing_s/iteration"
+
+
+class IterationMetric(NamedTuple):
+    """One column of the iteration tables: `kind` "tokens/s" or "MFU", the role (tokens/s) or stage
+    (MFU) it is of, and {iteration: mean over the workers that wrote it}."""
+    kind: str
+    name: str | None
+    header: str
+    values: dict[int, float]
+
+    def text(self, v: float | None) -> str:
+        if v is None:
+            return ""
+        if self.kind != "tokens/s":
+            return f"{100 * v:.3g}%"
+        return f"{v:,.1f}" if abs(v) < 1e12 else f"{v:.3g}"   # a damaged file's 1e300 is not 300 digits wide
+
+
+class TrackerIterations(NamedTuple):
+    columns: list[IterationMetric]
+    wall_us: dict[int, float]   # iteration -> the slowest worker's timing_s/iteration, in us
+
+
+def tracker_iterations(summary: dict) -> TrackerIterations:
+    """The tracker's tokens/s and MFU per iteration; no column where the tracker has none.
+
+    tokens/s: perf/throughput (a rank's tokens over its iteration time), the mean over a role's
+    ranks, one column per role: per device, as verl's perf/throughput (a sum would count a batch
+    twice on tensor-parallel ranks given the same tokens). MFU: perf/mfu/<stage>, the mean over the
+    ranks, one column per training stage (update / train: the MFU the advisor judges), else per
+    stage."""
+    acc: dict[tuple[str, str | None], dict[int, list[float]]] = {}
+    wall: dict[int, float] = {}
+    for r in TRACKER_METRICS.rows(summary):
+        m, it, v = r.get("metric"), int64(r.get("iteration")), r.get("value")
+        if it is None or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            continue   # a summary.json edited by hand: the tracker's reader wrote only finite numbers
+        if m == WALL:
+            wall[it] = max(wall.get(it, 0.0), v * 1e6)
+            continue
+        key = ("tokens/s", r.get("role")) if m == THROUGHPUT else \
+            ("MFU", m[len(MFU_PREFIX):]) if isinstance(m, str) and m.startswith(MFU_PREFIX) else None
+        if key is not None:
+            acc.setdefault(key, {}).setdefault(it, []).append(v)
+    mfu = sorted((k for k in acc if k[0] == "MFU"), key=lambda k: str(k[1]))
+    roles = sorted((k for k in acc if k[0] == "tokens/s"), key=lambda k: str(k[1]))
+    cols = []
+    for kind, name in roles + ([k for k in mfu if is_train_stage(str(k[1]))] or mfu):
+        header = f"MFU {name}" if kind == "MFU" else f"{name} tokens/s/rank" if len(roles) > 1 else "tokens/s/rank"
+        cols.append(IterationMetric(kind, name, header, {it: sum(v) / len(v) for it, v in acc[(kind, name)].items()}))
+    return TrackerIterations(cols, wall)

@@ -14,7 +14,7 @@ from .. import display
 from ..display import capture_label as label, pct
 from ..rows import rank_number
 from .fmt import ms
-from .svg import PALETTE, Chart, HeatCell, heat_map, stacked_bars
+from .svg import PALETTE, Chart, HeatCell, heat_map, iteration_plot, stacked_bars
 from .timeline_svg import gantt_layout, iteration_bars, overview, stage_colors, stage_order, zoom
 
 MAX_ITERATION_ROWS = 300   # iterations listed in the report's tables (a week-long run has thousands)
@@ -161,7 +161,7 @@ def longest_iterations(its: list[dict]) -> list[dict]:
     """At most MAX_ITERATION_ROWS iterations: a long run keeps its longest ones, in order."""
     if len(its) <= MAX_ITERATION_ROWS:
         return its
-    keep = set(sorted(range(len(its)), key=lambda k: -its[k]["dur_us"])[:MAX_ITERATION_ROWS])
+    keep = set(sorted(range(len(its)), key=lambda k: -(its[k]["dur_us"] or 0.0))[:MAX_ITERATION_ROWS])
     return [it for k, it in enumerate(its) if k in keep]
 
 
@@ -182,17 +182,41 @@ def _most_idle(idle_per_worker: dict) -> str:
     return f"{worker} ({ms(idle_per_worker[worker])} ms)"
 
 
-def iteration_table(its: list[dict]) -> Table:
+def _tracker_cells(tracker: display.TrackerIterations, iteration) -> list:
+    """The tracker's tokens/s and MFU of one iteration (display.tracker_iterations), exact in data-v."""
+    return [Exact(m.text(v), v) if (v := m.values.get(iteration)) is not None else Exact("", "")
+            for m in tracker.columns]
+
+
+def iteration_table(its: list[dict], tracker: display.TrackerIterations | None = None) -> Table:
+    tracker = tracker or display.TrackerIterations([], {})
     return Table(["iteration", "duration ms", "stage overlap ms", "no stage ms", "profiler ms", "most idle worker",
-                  "critical path"],
-                 [[it["iteration"], ms(it["dur_us"]), ms(it["overlap_us"]), ms(it["no_stage_us"]),
+                  "critical path"] + [m.header for m in tracker.columns],
+                 [[it["iteration"], ms(it["dur_us"]), ms(it.get("overlap_us")), ms(it.get("no_stage_us")),
                    ms(it.get("profiler_us")) if it.get("profiler_us") else "",
-                   _most_idle(it["idle_per_worker_us"]),
-                   display.path_text(it["critical_path"], " → ")] for it in its],
+                   _most_idle(it.get("idle_per_worker_us") or {}),
+                   display.path_text(it.get("critical_path") or [], " → ")] + _tracker_cells(tracker, it["iteration"])
+                  for it in its],
                  frozenset({5, 6})).without_empty_columns()
 
 
-def timeline(tl: dict | None) -> dict | None:
+def throughput(tl: dict | None, tracker: display.TrackerIterations) -> dict | None:
+    """The tracker's tokens/s and MFU per iteration: a plot of each, and, without a timeline (whose
+    iteration table has them as columns), their own table; None when the tracker has neither."""
+    if not tracker.columns:
+        return None
+    plots = [iteration_plot([(m.header, m.values) for m in tracker.columns if m.kind == kind],
+                            next(m.text for m in tracker.columns if m.kind == kind), svg_id=f"plot-{kind[:3].lower()}")
+             for kind in ("tokens/s", "MFU") if any(m.kind == kind for m in tracker.columns)]
+    table = None
+    if not (tl and tl.get("iterations")):
+        its = [{"iteration": i, "dur_us": tracker.wall_us.get(i)}
+               for i in sorted({i for m in tracker.columns for i in m.values})]
+        table = iteration_table(longest_iterations(its), tracker)
+    return {"plots": plots, "table": table, "n_iterations": len({i for m in tracker.columns for i in m.values})}
+
+
+def timeline(tl: dict | None, tracker: display.TrackerIterations | None = None) -> dict | None:
     """The Gantt (overview and zoomed median iteration) and the per-iteration bars and tables."""
     if not tl:
         return None
@@ -203,7 +227,7 @@ def timeline(tl: dict | None) -> dict | None:
             "profiler": any(it.get("profiler_us") for it in its),
             "truncated": tl.get("gantt_truncated"), "n_drawn": len(tl.get("gantt") or []),
             "n_stage_spans": tl.get("n_stage_spans"), "n_iterations": len(tl["iterations"]), "n_rows": len(its),
-            "bars": iteration_bars(tl, its), "pivot": stage_pivot(tl, its), "iterations": iteration_table(its)}
+            "bars": iteration_bars(tl, its), "pivot": stage_pivot(tl, its), "iterations": iteration_table(its, tracker)}
 
 
 def _host_walls(summary: dict, tl: dict | None) -> Chart | None:
@@ -379,10 +403,12 @@ def context(summary: dict, report_dir: str | Path | None = None) -> dict:
     tl = summary.get("timeline")
     links = Links(summary, report_dir)
     big = n_trace_captures(summary) > SCALE_CAPTURES
+    tracker = display.tracker_iterations(summary)
     return {"header": header(summary, links), "findings": findings(summary, MAX_OUTLIERS if big else None),
             "n_findings": len(summary.get("findings") or []), "warnings": warnings(summary, links),
             "runs": runs(summary),
-            "problems": problems(caps, links), "timeline": timeline(tl),
+            "problems": problems(caps, links), "timeline": timeline(tl, tracker),
+            "throughput": throughput(tl, tracker),
             "scale": scale(summary) if big else None,
             "device_time": None if big else device_time(summary, tl), "clusters": clusters(caps),
             "slow_ranks": None if big else slow_ranks(summary),

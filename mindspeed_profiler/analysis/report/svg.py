@@ -1,4 +1,4 @@
-"""SVG building blocks of report.html: time axis, row labels and horizontal stacked bars.
+"""SVG building blocks of report.html: time axis, row labels, horizontal stacked bars and a value per iteration.
 
 Every fragment is a markupsafe.Markup made by tag() from a constant format string whose arguments
 tag() escapes, so data (names, paths) can reach the page only escaped."""
@@ -212,3 +212,47 @@ def heat_map(rows: list[str], cols: list[str], cells: dict[tuple[int, int], Heat
                            title=c.title if c else f"{name} · {cols[j]}: no sample"))
     out.append(Markup("</svg>"))
     return join(out)
+
+
+# -- a value per iteration (the tracker's tokens/s, MFU): one line per series
+
+MAX_POINTS = 2000   # points drawn per series; a longer run is drawn every k-th iteration (the tables have each)
+DOT = '<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{color}"><title>{name}, iteration {it}: {text}</title></circle>'
+LINE = '<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{points}"/>'
+Y_TICK = ('<line x1="{left}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="#e4e4e4"/>'
+          '<text x="{lx}" y="{ty:.1f}" text-anchor="end" fill="#555">{label}</text>')
+
+
+def iteration_plot(series: list[tuple[str, dict[int, float]]], text: Callable[[float], str], width: int = 900,
+                   height: int = 160, svg_id: str = "") -> Chart | None:
+    """One line per (name, {iteration: value}) over the iterations, from 0 up; `text` writes a value
+    (axis labels, hover). A dot per point (its value on hover) up to 200 points."""
+    series = [(n, v) for n, v in series if v]
+    if not series:
+        return None
+    its = sorted({i for _, v in series for i in v})
+    top = max([max(v.values()) for _, v in series] + [0.0]) or 1.0   # a damaged file's negative values: no scale below 0
+    left, right, y0, plot_h = 80, width - 10, 8, height - 30
+    lo, hi = its[0], its[-1] if its[-1] > its[0] else its[0] + 1
+    x = lambda i: left + (right - left) * (i - lo) / (hi - lo)   # noqa: E731
+    y = lambda v: y0 + plot_h * (1 - v / top)                     # noqa: E731
+    ident = tag(' id="{}"', svg_id) if svg_id else ""
+    out = [tag('<svg class="plot"{} xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" role="img">',
+               ident, width, height)]
+    step = nice_step(top, 4)
+    for k in range(int(top / step + 1e-9) + 1):
+        out.append(tag(Y_TICK, left=left, right=right, y=y(k * step), lx=left - 4, ty=y(k * step) + 4,
+                       label=text(k * step)))
+    xs = nice_step(hi - lo, 8)
+    for k in range(math.ceil(lo / max(1.0, xs)), int(hi / max(1.0, xs)) + 1):
+        it = k * max(1.0, xs)
+        out.append(tag(TICK, x=x(it), top=y0, bottom=y0 + plot_h, label_y=y0 + plot_h + 16, label=f"{it:g}"))
+    for n_, (name, values) in enumerate(series):
+        color = PALETTE[n_ % len(PALETTE)]
+        pts = sorted(values.items())
+        pts = pts[::math.ceil(len(pts) / MAX_POINTS)]
+        out.append(tag(LINE, color=color, points=" ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in pts)))
+        if len(pts) <= 200:
+            out += [tag(DOT, x=x(i), y=y(v), color=color, name=name, it=i, text=text(v)) for i, v in pts]
+    out.append(Markup("</svg>"))
+    return Chart([(name, PALETTE[k % len(PALETTE)]) for k, (name, _) in enumerate(series)], join(out))
