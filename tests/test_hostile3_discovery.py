@@ -177,3 +177,61 @@ def test_a_tree_1100_directories_deep_is_analysed_and_a_link_loop_is_cut(deep_tm
     assert code == 0 and len(caps) == 2, out[-3000:]
     assert all(c["status"] == "ok" for c in caps.values())
     assert caps[cap.name]["files"] == [str((inner / "t.pt.trace.json.gz").relative_to(deep_tmp))]
+
+
+# ---------------------------------------------------------------- item 8: a segment line nested too deep to write back
+
+MAKE_SEGMENT = """
+import sys, time
+from mindspeed_profiler import load_config
+from mindspeed_profiler.tracing import init_tracer, shutdown_tracer, trace_span
+init_tracer(load_config({"integrated": {"profile_save_path": sys.argv[1]}, "tracer": {"enable": True}}), role="actor", rank=0)
+for i in range(3):
+    with trace_span("update", cat="stage", args={"i": i}):
+        time.sleep(0.001)
+shutdown_tracer()
+"""
+
+
+def _nest(depth: int) -> str:
+    return '{"a":' * depth + "1" + "}" * depth
+
+
+@pytest.fixture
+def deep_segment(tmp_path) -> Path:
+    """A real segment (the tracer's, in its own process) with one event line whose args nest 300
+    deep (orjson reads 1,024 levels, writes 254) and a thread record nested as deep."""
+    subprocess.run([sys.executable, "-c", MAKE_SEGMENT, str(tmp_path)], check=True, timeout=120)
+    (seg,) = (tmp_path / formats.TIMELINE_DIR).glob("*" + formats.SEGMENT_SUFFIX)
+    lines = seg.read_text().splitlines()
+    first = json.loads(lines[2])
+    assert first[1] == "update"
+    lines.insert(3, json.dumps(["X", "deep", "stage", first[3] + 10, 1000, first[5]])[:-1] + "," + _nest(300) + "]")
+    lines.insert(4, '{"type":"thread","lane":7,"tid":7,"name":' + _nest(300) + "}")
+    seg.write_text("\n".join(lines) + "\n")
+    return tmp_path
+
+
+def test_a_segment_line_nested_300_deep_is_reported_and_the_rest_merged(deep_segment, capsys):
+    from mindspeed_profiler.analysis.merge import build_timeline
+    from mindspeed_profiler.cli import main
+
+    assert main(["merge", str(deep_segment), "-q"]) == 0
+    streamed = json.loads((deep_segment / formats.TIMELINE_DIR / formats.TIMELINE_FILE).read_text())
+    in_memory = build_timeline(str(deep_segment / formats.TIMELINE_DIR))
+    for trace in (streamed, in_memory):
+        names = [e["name"] for e in trace["traceEvents"] if e["ph"] == "X"]
+        assert names.count("update") == 3 and names.count("deep") == 1
+        deep = next(e for e in trace["traceEvents"] if e.get("name") == "deep")
+        assert deep["args"]["dropped"] == "args nested more than 200 levels deep"
+        warnings = trace["otherData"]["warnings"]
+        assert any(":4: event args nested more than 200 levels deep" in w for w in warnings), warnings
+        assert any(":5: a line nested more than 200 levels deep: skipped" in w for w in warnings), warnings
+    assert streamed["traceEvents"] == in_memory["traceEvents"]
+
+
+def test_a_segment_line_nested_300_deep_leaves_the_timeline_analysed(deep_segment):
+    code, summary, out = _analyse(deep_segment)
+    (cap,) = summary["captures"]
+    assert cap["kind"] == "timeline" and cap["status"] == "ok", out
+    assert any("event args nested more than 200 levels deep" in w for w in cap["warnings"]), cap["warnings"]

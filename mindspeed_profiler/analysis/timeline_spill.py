@@ -38,6 +38,8 @@ from typing import Any, Callable, Iterator
 import orjson
 
 from mindspeed_profiler.analysis.parsing import segments as segment
+from mindspeed_profiler.analysis.parsing.segments import LONG_LINE, within_nesting
+from mindspeed_profiler.fileio import open_regular
 
 CHUNK_EVENTS = 50_000      # events sorted in memory at once (~15 MB); a longer session spills several runs
 BLOCK_EVENTS = 256         # records per marshal block: the merge holds one block per run (1,000 runs: ~70 MB)
@@ -190,7 +192,7 @@ def _scan_one(path: str, out: Scanned, chunk: int, tags: dict) -> None:
     tag_of, args_of = None, None
     spill = out.spill
 
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:   # never a FIFO: it would block the merge
         for lineno, line in enumerate(fh, 1):
             try:
                 rec = _loads(line)
@@ -198,6 +200,10 @@ def _scan_one(path: str, out: Scanned, chunk: int, tags: dict) -> None:
                 if line.strip():  # blank lines are skipped silently, as the reader does
                     seg.problems.append((lineno, "not valid JSON (truncated by a crash?): skipped"))
                 continue
+            if len(line) > LONG_LINE:   # (a length compare: the only cost on the hot path)
+                rec = within_nesting(seg, rec, lineno)
+                if rec is None:
+                    continue
             # the hot path: a well-formed event of a valid session (segments.apply_record's own checks;
             # orjson gives exact ints / strs, so `type(x) is int` is _is_int)
             if sev is not None and type(rec) is list and len(rec) >= 6 and type(rec[3]) is int \

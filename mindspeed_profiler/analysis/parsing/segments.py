@@ -44,8 +44,45 @@ def read_segment(path: str) -> Segment:
         except orjson.JSONDecodeError:
             seg.problems.append((lineno, "not valid JSON (truncated by a crash?): skipped"))
             continue
+        if len(line) > LONG_LINE:
+            rec = within_nesting(seg, rec, lineno)
+            if rec is None:
+                continue
         apply_record(seg, rec, lineno)
     return finish_segment(seg)
+
+
+# Containers in containers a segment line may hold: the merge writes an event's args back into the
+# timeline (3 levels down) with orjson, which encodes at most 254 levels; the tracer's own lines
+# never come near (tracing/segment.py cuts its values at 32). A line shorter than LONG_LINE bytes
+# cannot nest that deep (each level takes two brackets): only longer lines are looked at.
+MAX_NESTING = 200
+LONG_LINE = 2 * MAX_NESTING
+
+
+def within_nesting(seg: Segment, rec: Any, lineno: int) -> Any:
+    """`rec` when it nests at most MAX_NESTING levels; else an event with its args replaced by a
+    note, or None (the line is skipped), the problem said in `seg`. Both
+    readers (read_segment, the merge's scan) call it on every line longer than LONG_LINE."""
+    if not _nested_over(rec, MAX_NESTING):
+        return rec
+    if isinstance(rec, list) and len(rec) > 6 and not _nested_over(rec[:6], MAX_NESTING):
+        seg.problems.append((lineno, f"event args nested more than {MAX_NESTING} levels deep (the merge writes "
+                                     "no more): args replaced by a note"))
+        return [*rec[:6], {"dropped": f"args nested more than {MAX_NESTING} levels deep"}, *rec[7:]]
+    seg.problems.append((lineno, f"a line nested more than {MAX_NESTING} levels deep: skipped"))
+    return None
+
+
+def _nested_over(v: Any, limit: int) -> bool:
+    """Whether `v` holds containers more than `limit` levels deep (no recursion: depth is the point)."""
+    stack = [(v, 1)] if isinstance(v, (dict, list)) else []
+    while stack:
+        x, depth = stack.pop()
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in (x.values() if isinstance(x, dict) else x) if isinstance(c, (dict, list)))
+    return False
 
 
 def finish_segment(seg: Segment) -> Segment:
