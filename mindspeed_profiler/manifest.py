@@ -9,7 +9,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from mindspeed_profiler import formats
 from mindspeed_profiler import fileio
@@ -80,12 +80,8 @@ def start_run(cfg: ProfilerConfig, *, role: str = "driver", rank: int = 0) -> Pr
     return cfg
 
 
-def write_run_manifest(cfg: Any, save_path: str | None = None, *, role: str = "driver", rank: int = 0) -> Path:
-    """Write `<profile_save_path>/run.json` (run id, config, versions, start time) atomically."""
-    _, integ = split_config(cfg)
-    path = Path(save_path or integ.profile_save_path) / formats.RUN_FILE
-    run_id, source = resolve_run_id(cfg)
-    manifest = {
+def _manifest(cfg: Any, run_id: str | None, source: str, role: str, rank: int) -> dict[str, Any]:
+    return {
         "schema": formats.RUN_SCHEMA,
         "run_id": run_id,
         "run_id_source": source,
@@ -94,6 +90,15 @@ def write_run_manifest(cfg: Any, save_path: str | None = None, *, role: str = "d
         "start_time": fileio.utc_now_iso(),
         "writer": {"role": role, "rank": rank, "host": socket.gethostname(), "pid": os.getpid()},
     }
+
+
+def write_run_manifest(cfg: Any, save_path: str | None = None, *, role: str = "driver", rank: int = 0) -> Path:
+    """Write `<profile_save_path>/run.json` (run id, config, versions, start time) atomically."""
+    _, integ = split_config(cfg)
+    path = Path(save_path or integ.profile_save_path) / formats.RUN_FILE
+    run_id, source = resolve_run_id(cfg)
+    manifest = _manifest(cfg, run_id, source, role, rank)
+
     def change(old):
         if old and run_id is not None and old.get("run_id") == run_id:
             # a worker rewriting its run's run.json keeps what others added (the on-demand
@@ -101,6 +106,34 @@ def write_run_manifest(cfg: Any, save_path: str | None = None, *, role: str = "d
             return {**manifest, **{k: v for k, v in old.items() if k not in manifest}}
         return manifest
     return fileio.update_json(path, change)
+
+
+# run_id_source of a run.json a listening worker wrote because nothing announced the run (claim_run)
+LISTENER_SOURCE = "listener"
+
+
+def claim_run(cfg: Any, save_path: str, *, role: str, rank: int, live: Callable[[dict[str, Any]], bool]) -> str | None:
+    """For a listening worker (`integrated.dynamic`) of a run whose run.json nobody wrote (no
+    start_run, `profile: false`): make the run findable by `trigger` / `status` and return the run
+    id to use, the same on every rank. Under run.json's lock, so ranks starting together never
+    clobber each other: an id from the config or the environment (resolve_run_id) is written when
+    run.json is absent or names another run; without one, the first rank writes a fresh id
+    (run_id_source "listener") and the others adopt it. A run.json a listener wrote for an earlier
+    job that is over (`live(old)` false) is replaced; any other is adopted (start_run's, or a
+    profiling worker's)."""
+    run_id, source = resolve_run_id(cfg)
+    chosen: list[str | None] = [run_id]
+
+    def change(old: dict[str, Any] | None) -> dict[str, Any] | None:
+        if old is not None and (old.get("run_id") == run_id if run_id is not None
+                                else old.get("run_id_source") != LISTENER_SOURCE or live(old)):
+            adopted = old.get("run_id")
+            chosen[0] = adopted if isinstance(adopted, str) and formats.RUN_ID_RE.match(adopted) else run_id
+            return None   # keep it as it is
+        chosen[0] = run_id or new_run_id()
+        return _manifest(cfg, chosen[0], source if run_id else LISTENER_SOURCE, role, rank)
+    fileio.update_json(Path(save_path) / formats.RUN_FILE, change)
+    return chosen[0]
 
 
 def read_run_manifest(run_dir: str | os.PathLike) -> dict[str, Any] | None:

@@ -18,6 +18,9 @@ of the `integrated` section (hyphenated keys accepted, as MindSpeed-RL's loader 
   `profiler_start(cfg, cfg.role)` at the end of worker init; a stage call passes the stage name as
   the role and the 1-based `profiler_iteration`.
 - `profiler_step(profiler)`: a no-op on None.
+- With our `dynamic: true` (on-demand capture, docs/ondemand.md), the worker-level call always
+  returns a started, listening profiler (also with `profile: false`), and a stage call it does not
+  capture returns a stage of that profiler (never None): `mindspeed-profiler trigger` reaches it.
 - `mstx_timer_decorator(func)`: a range named after the function's qualified name around each call.
 
 What differs, on purpose: captures follow our layout (`<save>/<stage or all>/<role>_rank<R>_step<A>-<B>_...`,
@@ -29,6 +32,7 @@ any name.
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any, Mapping
 
 from mindspeed_profiler import stages as _stages
@@ -103,6 +107,13 @@ def profiler_start(profiler_config: Any, role: str = "profiler_data", profiler_i
         return None
     cfg, cfg_role = got
     integ = cfg.integrated
+    shot = _selected_call(cfg, cfg_role, role, profiler_iteration)
+    return _listening(shot, cfg, cfg_role, role, profiler_iteration) if integ.dynamic else shot
+
+
+def _selected_call(cfg: ProfilerConfig, cfg_role: str, role: str, profiler_iteration: int | None):
+    """MindSpeed-RL's own semantics: the started profiler of a selected call, else None."""
+    integ = cfg.integrated
     if profiler_iteration is not None and not (integ.profile_step_start <= profiler_iteration < integ.profile_step_end):
         return None
     if integ.stages is not None and role not in integ.stages:
@@ -118,6 +129,43 @@ def profiler_start(profiler_config: Any, role: str = "profiler_data", profiler_i
     # one capture of this stage call, at its iteration (the window's first when the caller does not say)
     iteration = profiler_iteration if profiler_iteration is not None else integ.step_runs[0][0]
     return _StageShot(IntegratedProfiler(cfg, _worker_role(cfg_role), iteration_spans=False), role, iteration)
+
+
+# the worker-level listening profiler of each config (on-demand capture), for its stage calls
+_LISTENERS: "weakref.WeakValueDictionary[int, IntegratedProfiler]" = weakref.WeakValueDictionary()
+
+
+def _listening(shot: Any, cfg: ProfilerConfig, cfg_role: str, role: str, profiler_iteration: int | None):
+    """`dynamic: true` (on-demand capture): the worker-level call (`profiler_start(cfg, cfg.role)`,
+    stepped by profiler_step once per update) returns a started profiler, which listens for
+    requests, also when the call captures nothing itself (`profile: false`, named stages, a rank
+    not selected); a stage call that captures nothing (`shot` None) runs as a stage of that
+    profiler, so that a request for named stages sees it. Otherwise `shot`, as without dynamic."""
+    if profiler_iteration is None and role == cfg_role:
+        if shot is None:
+            shot = IntegratedProfiler(cfg, _worker_role(cfg_role))
+            shot.start()
+        _LISTENERS[id(cfg)] = shot   # the config is cached (as_config): its id names it while it lives
+        return shot
+    owner = _LISTENERS.get(id(cfg))
+    if shot is None and owner is not None and profiler_iteration is not None:
+        return _ListeningStage(owner, role)
+    return shot
+
+
+class _ListeningStage:
+    """A stage call of a listening worker profiler: profiler_step (its step or stop) ends it."""
+
+    def __init__(self, owner: IntegratedProfiler, stage: str):
+        self._scope: Any = owner.stage(stage)
+        self._scope.__enter__()
+
+    def step(self) -> None:
+        if self._scope is not None:
+            scope, self._scope = self._scope, None
+            scope.__exit__(None, None, None)
+
+    stop = step
 
 
 def _worker_role(cfg_role: str) -> str:

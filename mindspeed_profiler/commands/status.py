@@ -23,9 +23,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def print_status(run_dir: str, states: Mapping[str, Mapping[str, Any]], request_ids: Sequence[str] = (),
-                 as_json: bool = False) -> int:
+                 as_json: bool = False, problems: Sequence[str] = ()) -> int:
+    """Print the workers and their requests; `problems`: the state files skipped (to stderr)."""
     from mindspeed_profiler.ondemand import trigger as tg
 
+    warn_skipped("status", problems)
     now = time.time()
     live = tg.live_workers(states, now)
     rows = tg.summarize(states, request_ids)
@@ -66,4 +68,12 @@ def run(args: argparse.Namespace) -> int:
     except tg.TriggerError as exc:
         print(f"mindspeed-profiler status: {exc}", file=sys.stderr)
         return 2
-    return print_status(args.run_dir, tg.gather_states(args.run_dir, box), args.request, as_json=args.json)
+    problems: list[str] = []
+    states = tg.gather_states(args.run_dir, box, problems)
+    return print_status(args.run_dir, states, args.request, as_json=args.json, problems=problems)
+
+
+def warn_skipped(command: str, problems: Sequence[str]) -> None:
+    """One stderr line per worker state skipped: the others are still used."""
+    for line in problems:
+        print(f"mindspeed-profiler {command}: warning: {line}", file=sys.stderr)

@@ -82,6 +82,9 @@ def run(args: argparse.Namespace) -> int:
     except tg.TriggerError as exc:
         print(f"mindspeed-profiler trigger: {exc}", file=sys.stderr)
         return 2
+    from mindspeed_profiler.commands.status import print_status, warn_skipped
+
+    warn_skipped("trigger", req["skipped_states"])
     if args.json:
         print(json.dumps(req, indent=1))
     else:
@@ -91,8 +94,6 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"  {req['workers_listening']} worker(s) listening; `mindspeed-profiler status {args.run_dir}` shows progress")
     if args.wait > 0:
-        from mindspeed_profiler.commands.status import print_status
-
         deadline = time.time() + args.wait
         while time.time() < deadline:
             states = tg.gather_states(args.run_dir, box)

@@ -97,9 +97,28 @@ class Listener(Observer):
     def started(self, profiler: Any, iteration: int) -> None:
         self._boundary(iteration)
         if self._thread is None:
+            if not self.owner.enabled:   # a profiling owner writes run.json itself (rank 0, at its start)
+                self._claim_run()
             self._sources = [tp.RequestDirSource(self.run_dir), tp.NpuConfigSource(self.run_dir)]
             self._thread = threading.Thread(target=self._loop, name=f"mindspeed-profiler-requests-{self.key}", daemon=True)
             self._thread.start()
+
+    def _claim_run(self) -> None:
+        """`profile: false` writes no run.json, and without start_run nobody else does: trigger and
+        status would find no run here. Make it findable (manifest.claim_run: one run id for every
+        rank), then report this worker at once, so that a rank starting later sees the run is live."""
+        from mindspeed_profiler.manifest import claim_run
+        from mindspeed_profiler.ondemand.trigger import run_is_live
+
+        try:
+            self.run_id = claim_run(self.full or self.integ, self.run_dir, role=self.owner.role, rank=self.rank,
+                                    live=lambda old: run_is_live(self.run_dir, old.get("run_id")))
+        except Exception as exc:
+            warn_once(("ondemand-run", type(exc).__name__), "on-demand listener of %s: could not write run.json under %s "
+                      "(trigger cannot find this job there; training goes on): %s: %s", self.key, self.run_dir,
+                      type(exc).__name__, exc)
+            return
+        self._write_state()
 
     def step(self, profiler: Any, iteration: int) -> None:
         """Iteration `iteration` begins (the owner's step()): advance the running child, then

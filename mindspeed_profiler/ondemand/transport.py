@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 from mindspeed_profiler import formats
 from mindspeed_profiler.fileio import UnsafeFile, read_regular_file, write_json_atomic
+from mindspeed_profiler.ondemand import states as state_shape
 
 REQUESTS_DIR = formats.REQUESTS_DIR
 WORKERS_DIR = "workers"
@@ -95,8 +96,9 @@ def safe_dir(run_dir: str | os.PathLike, *sub: str) -> Path:
     return d
 
 
-def read_worker_states(run_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
-    """Every worker's last state file, by worker key (unreadable ones as {"error": ...})."""
+def read_worker_states(run_dir: str | os.PathLike, problems: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Every worker's last state file, by worker key. A file that cannot be read or has the wrong
+    shape (states.problem) is skipped; `problems` gets one line for it, naming the file and why."""
     out: dict[str, dict[str, Any]] = {}
     folder = requests_dir(run_dir) / WORKERS_DIR
     if not folder.is_dir():
@@ -104,9 +106,13 @@ def read_worker_states(run_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
     for path in sorted(folder.glob("*.json")):
         try:
             state = read_json_bounded(path)
-            out[path.stem] = state if isinstance(state, dict) else {"error": "not a JSON object"}
+            bad = state_shape.problem(state)
         except (OSError, ValueError) as exc:
-            out[path.stem] = {"error": str(exc)}
+            bad = str(exc)
+        if bad is None:
+            out[path.stem] = state
+        elif problems is not None:
+            problems.append(f"{path}: {bad}: skipped")
     return out
 
 

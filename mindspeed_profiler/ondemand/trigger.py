@@ -20,6 +20,7 @@ from mindspeed_profiler import formats
 from mindspeed_profiler.fileio import update_json, utc_now_iso
 from mindspeed_profiler.manifest import read_run_manifest
 from mindspeed_profiler.ondemand import requests as rq
+from mindspeed_profiler.ondemand import states as state_shape
 from mindspeed_profiler.ondemand import transport as tp
 
 SLACK_S = 2.0            # added to the listeners' poll cycle when predicting where the workers are
@@ -71,6 +72,27 @@ def live_workers(states: Mapping[str, Mapping[str, Any]], now: float) -> dict[st
         if age is not None and age <= stale_after(st) and (st.get("heartbeat") or {}).get("listening", True):
             out[key] = st
     return out
+
+
+def run_is_live(run_dir: str | Path, run_id: Any, now: float | None = None) -> bool:
+    """Whether the run `run_id` written in RUN_DIR still goes on: its run.json changed less than
+    STALE_AFTER_S ago (its workers may not have reported yet), or a worker of it has a fresh
+    heartbeat (the state files are read until one is found)."""
+    now = time.time() if now is None else now
+    run_dir = Path(run_dir)
+    try:
+        if now - (run_dir / formats.RUN_FILE).stat().st_mtime < STALE_AFTER_S:
+            return True
+    except OSError:
+        pass
+    for path in sorted((tp.requests_dir(run_dir) / tp.WORKERS_DIR).glob("*.json")):
+        try:
+            state = tp.read_json_bounded(path)
+        except (OSError, ValueError):
+            continue
+        if state_shape.problem(state) is None and state.get("run_id") == run_id and live_workers({path.stem: state}, now):
+            return True
+    return False
 
 
 def resolve_next(steps: int, live: Mapping[str, Mapping[str, Any]], now: float, warmup: int = 0) -> tuple[int, int] | None:
@@ -132,14 +154,22 @@ def check_fields(run_cfg: Mapping[str, Any] | None, fields: Mapping[str, Any], s
         raise TriggerError(f"{fixed[0]}: a request may not set {', '.join(rq.FIXED_FIELDS)}")
 
 
-def gather_states(run_dir: str | Path, mailbox: Any = None) -> dict[str, dict[str, Any]]:
-    """Worker states from RUN_DIR's state files and, when given, the Ray mailbox."""
-    states = tp.read_worker_states(run_dir) if Path(run_dir).is_dir() else {}
+def gather_states(run_dir: str | Path, mailbox: Any = None, problems: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Worker states from RUN_DIR's state files and, when given, the Ray mailbox. One of the wrong
+    shape is skipped, and `problems` gets a line naming it and why (state_shape.problem)."""
+    states = tp.read_worker_states(run_dir, problems) if Path(run_dir).is_dir() else {}
     if mailbox is not None:
         import ray
 
         remote = ray.get(mailbox.worker_states.remote(), timeout=30)
-        states = tp.merge_states(states.items(), remote.items())
+        good = []
+        for key, state in (remote.items() if isinstance(remote, dict) else ()):
+            bad = state_shape.problem(state)
+            if bad is None:
+                good.append((key, state))
+            elif problems is not None:
+                problems.append(f"worker {str(key)[:80]!r} in the Ray mailbox: {bad}: skipped")
+        states = tp.merge_states(states.items(), good)
     return states
 
 
@@ -163,7 +193,8 @@ def trigger(run_dir: str | Path, *, steps: int | None = None, iterations: tuple[
         raise TriggerError(f"the job writing {run_dir} does not listen for requests: its profiler_config.integrated.dynamic "
                            f"is false (set dynamic: true; it costs nothing until a request arrives)")
     run_id = run_id or (manifest or {}).get("run_id")
-    states = gather_states(run_dir, mailbox)
+    problems: list[str] = []
+    states = gather_states(run_dir, mailbox, problems)
     check_fields(run_cfg, fields, states)
     live = live_workers({k: v for k, v in states.items() if not run_id or v.get("run_id") in (None, run_id)}, now)
     request: dict[str, Any] = {"schema": rq.SCHEMA, "id": new_request_id(), "run_id": run_id, "created": utc_now_iso(),
@@ -198,7 +229,7 @@ def trigger(run_dir: str | Path, *, steps: int | None = None, iterations: tuple[
         ray.get(mailbox.submit.remote(request), timeout=30)
     if manifest is not None:
         _record_in_run(run_dir, request)
-    return {**request, "resolved": resolved, "workers_listening": len(live)}
+    return {**request, "resolved": resolved, "workers_listening": len(live), "skipped_states": problems}
 
 
 def _record_in_run(run_dir: Path, request: Mapping[str, Any]) -> None:
