@@ -308,3 +308,14 @@ def test_malformed_states_in_the_ray_mailbox_are_named_and_skipped(tmp_path, mon
     assert list(states) == ["actor_rank2"]
     (line,) = problems
     assert "actor_rank1" in line and "heartbeat.time is inf" in line and "Ray mailbox" in line
+
+
+def test_a_worker_without_an_iteration_yet_never_breaks_trigger_iterations(tmp_path, no_env_run_id, capsys):
+    """null is a valid iteration in a state (a worker that has not reported one): `--iterations`
+    compared it with a number and ended in a TypeError."""
+    start_run(load_config({"integrated": {"profile": False, "dynamic": True, "profile_save_path": str(tmp_path)}}))
+    folder = tmp_path / tp.REQUESTS_DIR / tp.WORKERS_DIR
+    folder.mkdir(parents=True)
+    (folder / "actor_rank0.json").write_text(json.dumps({"heartbeat": {"time": time.time(), "iteration": None}}))
+    assert cli_main(["trigger", str(tmp_path), "--iterations", "100-101", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["iterations"] == [100, 101]

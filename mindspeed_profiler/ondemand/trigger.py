@@ -203,7 +203,7 @@ def trigger(run_dir: str | Path, *, steps: int | None = None, iterations: tuple[
     if iterations is not None:
         request["iterations"] = list(iterations)
         resolved = "as asked"
-        behind = [k for k, st in live.items() if (st.get("heartbeat") or {}).get("iteration", 0) > iterations[0]]
+        behind = [k for k, st in live.items() if ((st.get("heartbeat") or {}).get("iteration") or 0) > iterations[0]]
         if behind:
             raise TriggerError(f"iteration {iterations[0]} already began on {', '.join(sorted(behind)[:4])}"
                                f"{' ...' if len(behind) > 4 else ''}: ask for later iterations (or --steps N)")
