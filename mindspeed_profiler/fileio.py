@@ -95,7 +95,7 @@ def lock_path(path: Path) -> Path:
 def read_json_object(path: str | os.PathLike) -> dict[str, Any] | None:
     """The JSON object in `path`, or None when absent, unreadable or not an object."""
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open_regular(path) as fh:   # never a FIFO: a run.json put there would block the reader
             data = json.load(fh)
     except (OSError, ValueError):
         return None

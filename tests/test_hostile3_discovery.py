@@ -16,6 +16,17 @@ import ascend_data
 from mindspeed_profiler import formats
 
 CLI = "import sys; from mindspeed_profiler.cli import main; sys.exit(main(sys.argv[1:]))"
+# a real segment, written by the tracer in its own process: python -c MAKE_SEGMENT SAVE_PATH
+MAKE_SEGMENT = """
+import sys, time
+from mindspeed_profiler import load_config
+from mindspeed_profiler.tracing import init_tracer, shutdown_tracer, trace_span
+init_tracer(load_config({"integrated": {"profile_save_path": sys.argv[1]}, "tracer": {"enable": True}}), role="actor", rank=0)
+for i in range(3):
+    with trace_span("update", cat="stage", args={"i": i}):
+        time.sleep(0.001)
+shutdown_tracer()
+"""
 
 
 def _analyse(root: Path, timeout: float = 120) -> tuple[int, dict, str]:
@@ -120,6 +131,21 @@ def test_every_reader_of_an_input_refuses_a_fifo_without_blocking(tmp_path, fifo
         _bounded(lambda: segments.read_segment(str(p)))
 
 
+def test_a_fifo_named_run_json_never_hangs_merge(tmp_path, fifo):
+    """merge reads the run's run.json (tracer.gzip, metrics and system directories): a FIFO there
+    once blocked it for ever; now it is read as no run.json."""
+    subprocess.run([sys.executable, "-c", MAKE_SEGMENT, str(tmp_path)], check=True, timeout=120)
+    fifo(tmp_path / formats.RUN_FILE)
+    try:
+        p = subprocess.run([sys.executable, "-c", CLI, "merge", str(tmp_path), "-q"], capture_output=True, text=True,
+                           timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("merge still running after 60 s: it hangs on the FIFO")
+    assert p.returncode == 0, p.stderr
+    trace = json.loads((tmp_path / formats.TIMELINE_DIR / formats.TIMELINE_FILE).read_text())
+    assert [e["name"] for e in trace["traceEvents"] if e["ph"] == "X"] == ["update"] * 3
+
+
 # ---------------------------------------------------------------- item 9: a tree deeper than the recursion limit
 
 
@@ -180,17 +206,6 @@ def test_a_tree_1100_directories_deep_is_analysed_and_a_link_loop_is_cut(deep_tm
 
 
 # ---------------------------------------------------------------- item 8: a segment line nested too deep to write back
-
-MAKE_SEGMENT = """
-import sys, time
-from mindspeed_profiler import load_config
-from mindspeed_profiler.tracing import init_tracer, shutdown_tracer, trace_span
-init_tracer(load_config({"integrated": {"profile_save_path": sys.argv[1]}, "tracer": {"enable": True}}), role="actor", rank=0)
-for i in range(3):
-    with trace_span("update", cat="stage", args={"i": i}):
-        time.sleep(0.001)
-shutdown_tracer()
-"""
 
 
 def _nest(depth: int) -> str:

@@ -33,7 +33,7 @@ from typing import Any, BinaryIO, Callable, Iterator, Optional
 
 import orjson
 
-from mindspeed_profiler.fileio import atomic_path, write_atomic
+from mindspeed_profiler.fileio import atomic_path, read_json_object, write_atomic
 
 from mindspeed_profiler import formats
 from mindspeed_profiler.analysis.parsing import segments as segment
@@ -291,7 +291,7 @@ def _read_counters(directory: pathlib.Path) -> dict:
     this run (run.json's metrics.output_dir, else <profile_save_path>/metrics); {} when none."""
     metrics_dir = directory.parent / formats.METRICS_DIR
     try:
-        run = orjson.loads((directory.parent / formats.RUN_FILE).read_bytes())
+        run = read_json_object(directory.parent / formats.RUN_FILE)   # (None: a TypeError below)
         configured = (run["config"]["profiler_config"].get("metrics") or {}).get("output_dir")
         if isinstance(configured, str) and configured:
             metrics_dir = pathlib.Path(configured)
@@ -371,7 +371,7 @@ def configured_gzip(timeline_dir: str) -> bool | None:
     its parent, the profile_save_path); None when there is no readable run.json."""
     for d in (pathlib.Path(timeline_dir), pathlib.Path(timeline_dir).parent):
         try:
-            run = orjson.loads((d / formats.RUN_FILE).read_bytes())
+            run = read_json_object(d / formats.RUN_FILE)
             value = run["config"]["profiler_config"]["tracer"]["gzip"]
         except (OSError, ValueError, KeyError, TypeError):
             continue

@@ -11,12 +11,12 @@ A worker is found on the timeline by (host, os_pid): the pid py-spy sampled is t
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mindspeed_profiler import formats
+from mindspeed_profiler.fileio import read_json_object
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def timeline_candidates(system_dir: Path, run_id: str | None) -> tuple[Path, lis
     save = Path(system_dir).parent
     where = save / formats.TIMELINE_DIR
     try:
-        run = json.loads((save / formats.RUN_FILE).read_text(encoding="utf-8"))
+        run = read_json_object(save / formats.RUN_FILE)   # never a FIFO; None: a TypeError below
         configured = run["config"]["profiler_config"]["tracer"].get("output_dir")
         if isinstance(configured, str) and configured:
             where = Path(configured)

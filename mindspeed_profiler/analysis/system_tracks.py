@@ -9,11 +9,11 @@ timeline is written anyway.
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from mindspeed_profiler import formats
+from mindspeed_profiler.fileio import read_json_object
 
 from .system_align import Alignment, alignment_for, find_process, pyspy_anchor
 from .parsing.pyspy import read_pyspy
@@ -29,7 +29,7 @@ def system_dir_of(timeline_dir: str | os.PathLike) -> Path:
     timeline_dir = Path(timeline_dir)
     for d in (timeline_dir.parent, timeline_dir):
         try:
-            run = json.loads((d / formats.RUN_FILE).read_text(encoding="utf-8"))
+            run = read_json_object(d / formats.RUN_FILE)   # never a FIFO; None: a TypeError below
             configured = (run["config"]["profiler_config"].get("system") or {}).get("output_dir")
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
