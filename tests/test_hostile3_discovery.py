@@ -270,3 +270,23 @@ def test_naming_60000_workers_is_linear():
     assert time.perf_counter() - t < 5
     assert names[0] == "ActorGroup:0" and names[-2] == "driver"
     assert names[7] == "ActorGroup:7 (pid 1007@h)" and names[-1] == "ActorGroup:7 (pid 5@h2)"
+
+
+def test_a_report_directory_1100_deep_is_listed(deep_tmp, monkeypatch):
+    """An unparsed vendor report (here msprof's, without msprof-analyze) is listed by its files: a
+    listing by pathlib's rglob, which recursed per level, failed the system capture."""
+    from test_system_analysis import write_system_dir
+
+    from mindspeed_profiler.analysis.batch import analyse_directory
+
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")   # no msprof-analyze
+    write_system_dir(deep_tmp)
+    d = write_system_dir(deep_tmp, backend="msprof", group="reference")
+    report = d / formats.system_report_name("msprof", "reference", 0)
+    (_nested(report, "p", 1100) / "bottom.bin").write_bytes(b"x")
+    summary, code = analyse_directory(deep_tmp, jobs=1, progress=False, html=False, write=False)
+    cap, = summary["captures"]
+    assert cap["status"] == "ok", cap.get("error")
+    row, = [w for w in cap["system"]["workers"] if w["backend"] == "msprof"]
+    assert row["parsed"] == "unparsed" and row["files"][0] == os.path.join("PROF_1", "msprof_1.json")
+    assert row["files"][1].endswith(os.path.join("p", "p", "bottom.bin")) and len(row["files"][1]) > 2200

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from mindspeed_profiler import formats
 
 from ..analyzers.pyspy_frames import clip, frame_times, stage_frame_times
-from ..discover import Capture, rel
+from ..discover import Capture, rel, walk
 from ..parsing.pyspy import PySpyTrace, read_pyspy
 from ..parsing.system_files import SystemWorker, is_system_dir, read_system_dir
 from ..parsing.vendor_stats import MSPROF_ANALYZE, NSYS, msprof_analyze, needs, nsys_stats
@@ -106,8 +106,10 @@ def _worker_row(w: SystemWorker, d: Path, timelines: dict, top_n: int) -> dict:
 
 
 def _listing(report: Path) -> list[str]:
+    """The first 50 files of a report (walked without recursion: rglob failed 1,000 levels deep)."""
     if report.is_dir():
-        return sorted(str(p.relative_to(report)) for p in report.rglob("*") if p.is_file())[:50]
+        return sorted(str((d / n).relative_to(report)) for d, _, names in walk(report) for n in names
+                      if os.path.isfile(d / n))[:50]
     return [report.name]
 
 
