@@ -20,7 +20,6 @@ import numpy as np
 import orjson
 
 from mindspeed_profiler.fileio import open_regular
-
 from mindspeed_profiler.jsonsafe import loads_lenient
 
 # Streaming is not only for memory: parsing ~256 KB batches and building columns from them while
