@@ -12,11 +12,35 @@ keeps the other in `aliases`: summary.json keeps writing its own key, and RunAna
 alias too (the same value), so code written against either name keeps working. A `computed` field
 is not in the summary row (n_steps, worker): the model's select() makes it.
 
+Writing (issue 32). An analyzer or an input builds its rows through the model, never as a dict
+literal, and puts them where the model says they live:
+
+    row = STEPS.row(step=3, start_us=t0, dur_us=d)     # the summary row: {"step": 3, ...}
+    STEPS.put(capture_fields, rows)                    # capture_fields["steps"] = rows
+    COMMUNICATION.row(device=COMMUNICATION.part("device", total_us=.., exposed_us=..), ...)
+
+- `row(**values)` takes the names of the model's fields whose summary key is one level deep (their
+  summary key, which is the field's name unless `key` says otherwise), the first key of its nested
+  fields (a sub-dict made by `part(block, **values)`, or None) and the names in `holds` (blocks of
+  other questions the row carries, e.g. communication's `top`). Any other name raises
+  `UnknownField` (a KeyError and a ValueError) naming the model, the name and the closest declared
+  one; a computed field is refused too (select() makes it). Declared defaults (`Field.default`) are
+  filled for names not given; the values keep the order the caller gave them (summary.json is
+  written in that order), defaults after them.
+- `put(target, rows)` stores a capture's rows (a list, or the one row of a block) in the capture's
+  dict `target` where select() reads them (each_capture(listed / block / inside / compact)); a model
+  read by a select function of its own has no place: put() raises TypeError.
+- `columns_row(values)`: a compact row (op_totals, kernel_totals): the values in field order.
+Cost: row() is one dict subset check when the model has no defaults (cheap enough per op row).
+Reading: `rows(summary)` / `records(summary)` as before; readers should go through `Field.get`.
+
 Standard library only: this is the contract of summary.json and analysis.db.
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Callable, Iterable, Iterator
 
 IDENTITY = ("path", "role", "rank", "stage")   # what RunAnalysis puts first on a capture's rows
@@ -30,6 +54,15 @@ SQL_TYPES = {"us": "REAL", "ms": "REAL", "s": "REAL", "MB": "REAL", "GB/s": "REA
 # (capture index or None, the capture or None, the raw row: a summary dict, plus computed values)
 Record = tuple[Any, Any, dict]
 
+NO_DEFAULT: Any = type("NoDefault", (), {"__repr__": lambda self: "NO_DEFAULT"})()
+
+
+class UnknownField(KeyError, ValueError):
+    """A row was given a name its model does not declare."""
+
+    def __str__(self) -> str:   # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
 
 @dataclass(frozen=True)
 class Field:
@@ -42,6 +75,7 @@ class Field:
     key: tuple = ()                    # path in the summary row; () = (name,)
     computed: bool = False             # not in summary.json: select() puts it in the raw row under `name`
     to_db: Callable[[Any], Any] | None = None   # instead of the unit's conversion (sqlite_export.py)
+    default: Any = NO_DEFAULT          # what row() writes when the field is not given (NO_DEFAULT: nothing)
 
     def __post_init__(self) -> None:
         if self.unit not in SQL_TYPES:
@@ -85,6 +119,7 @@ class RowModel:
     conflict: str = ""                 # INSERT OR <conflict> ("IGNORE", "REPLACE") with a primary key
     legacy: tuple[str, ...] = ()       # nested summary keys RunAnalysis rows keep as they were
     open_row: bool = False             # the summary row holds more than these fields (other questions)
+    holds: tuple[str, ...] = ()        # those other blocks by name: row() accepts them
 
     def __post_init__(self) -> None:
         names = [n for f in self.fields for n in (f.name, *f.aliases)]
@@ -94,6 +129,56 @@ class RowModel:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.fields)
+
+    # -- writing (see the module doc)
+
+    @cached_property
+    def _writable(self) -> frozenset:
+        top = {f.path[0] for f in self.fields if not f.computed}
+        return frozenset(top | set(self.holds))
+
+    @cached_property
+    def _defaults(self) -> tuple[tuple[str, Any], ...]:
+        return tuple((f.path[0], f.default) for f in self.fields
+                     if f.default is not NO_DEFAULT and not f.computed and len(f.path) == 1)
+
+    def _unknown(self, names: Iterable[str], declared: Iterable[str], where: str = "") -> UnknownField:
+        bad = sorted(set(names) - set(declared))[0]
+        close = difflib.get_close_matches(bad, sorted(declared), n=1, cutoff=0.5)
+        computed = [f.name for f in self.fields if f.computed and f.name == bad]
+        why = ("is computed by the model's select(), not written" if computed
+               else "is not a field of it" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        return UnknownField(f"row model {self.question!r}{where}: {bad!r} {why}; declared: "
+                            f"{', '.join(sorted(declared))}")
+
+    def row(self, **values: Any) -> dict:
+        """One summary row of this model (see the module doc); unknown names raise UnknownField."""
+        if not values.keys() <= self._writable:
+            raise self._unknown(values, self._writable)
+        for name, default in self._defaults:
+            if name not in values:
+                values[name] = default
+        return values
+
+    def part(self, block: str, **values: Any) -> dict:
+        """The sub-dict `block` of a row whose fields are nested (key=(block, name))."""
+        declared = {f.path[1] for f in self.fields if len(f.path) == 2 and f.path[0] == block}
+        if not declared:
+            raise self._unknown([block], {f.path[0] for f in self.fields if len(f.path) == 2}, " (blocks)")
+        if not values.keys() <= declared:
+            raise self._unknown(values, declared, f" block {block!r}")
+        return values
+
+    def columns_row(self, values: dict) -> list:
+        """A compact row: the values of `values` in field order (op_totals, kernel_totals)."""
+        return [values[k] for k in self.names]
+
+    def put(self, target: dict, rows: Any) -> None:
+        """Store a capture's rows in its dict `target` where select() reads them."""
+        where = getattr(self.select, "where", None)
+        if where is None:
+            raise TypeError(f"row model {self.question!r} is read by a select() of its own: it has no place to put rows")
+        where.put(target, rows)
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -120,36 +205,80 @@ class RowModel:
         return out
 
 
-def each_capture(rows_of: Callable[[dict], Iterable[dict] | None]) -> Callable[[dict], Iterator[Record]]:
-    """A select() over every capture of a summary: rows_of(capture) -> its raw rows (or None)."""
-    def select(summary: dict) -> Iterator[Record]:
+class _EachCapture:
+    """each_capture()'s select: remembers where the rows live (`where`), so that put() can store them."""
+
+    __slots__ = ("where", "_rows_of")
+
+    def __init__(self, where: Callable[[dict], Iterable[dict] | None]) -> None:
+        self.where = where if hasattr(where, "put") else None
+        self._rows_of = where
+
+    def __call__(self, summary: dict) -> Iterator[Record]:
+        rows_of = self._rows_of
         for cid, c in enumerate(summary.get("captures") or []):
             for raw in rows_of(c) or ():
                 yield cid, c, raw
-    return select
 
 
-def block(key: str) -> Callable[[dict], list[dict]]:
+def each_capture(rows_of: Callable[[dict], Iterable[dict] | None]) -> Callable[[dict], Iterator[Record]]:
+    """A select() over every capture of a summary: rows_of(capture) -> its raw rows (or None)."""
+    return _EachCapture(rows_of)
+
+
+@dataclass(frozen=True)
+class block:
     """rows_of() for a capture's nested block (one row when present)."""
-    return lambda c: [c[key]] if c.get(key) else []
+
+    key: str
+
+    def __call__(self, c: dict) -> list[dict]:
+        return [c[self.key]] if c.get(self.key) else []
+
+    def put(self, c: dict, row: dict | None) -> None:
+        c[self.key] = row
 
 
-def listed(key: str) -> Callable[[dict], list]:
+@dataclass(frozen=True)
+class listed:
     """rows_of() for a capture's list of row dicts."""
-    return lambda c: c.get(key) or []
+
+    key: str
+
+    def __call__(self, c: dict) -> list:
+        return c.get(self.key) or []
+
+    def put(self, c: dict, rows: list) -> None:
+        c[self.key] = rows
 
 
-def inside(key: str, sub: str) -> Callable[[dict], list]:
+@dataclass(frozen=True)
+class inside:
     """rows_of() for the list `sub` of a capture's block `key` (captures[*].<key>.<sub>[*])."""
-    def rows_of(c: dict) -> list:
-        b = c.get(key)
-        return (b.get(sub) or []) if isinstance(b, dict) else []
-    return rows_of
+
+    key: str
+    sub: str
+
+    def __call__(self, c: dict) -> list:
+        b = c.get(self.key)
+        return (b.get(self.sub) or []) if isinstance(b, dict) else []
+
+    def put(self, c: dict, rows: list) -> None:
+        c.setdefault(self.key, {})[self.sub] = rows
 
 
-def compact(key: str, names: tuple[str, ...]) -> Callable[[dict], list[dict]]:
+@dataclass(frozen=True)
+class compact:
     """rows_of() for a compact list of lists (op_totals, kernel_totals): the fields in order."""
-    return lambda c: [dict(zip(names, r)) for r in c.get(key) or []]
+
+    key: str
+    names: tuple[str, ...]
+
+    def __call__(self, c: dict) -> list[dict]:
+        return [dict(zip(self.names, r)) for r in c.get(self.key) or []]
+
+    def put(self, c: dict, rows: list[list]) -> None:
+        c[self.key] = rows
 
 
 def worker_name(role: Any, rank: Any) -> str | None:
