@@ -26,7 +26,7 @@ from mindspeed_profiler._warn import warn_once
 from mindspeed_profiler import fileio
 from mindspeed_profiler.fileio import atomic_path
 
-from .rows import INT64, Record
+from .rows import INT64, Record, compact
 from .summary_shape import SummaryShapeError, checked
 
 TOTALS_KEYS = ("op_totals", "kernel_totals")
@@ -386,4 +386,5 @@ def each_capture_totals(key: str, names: tuple[str, ...]) -> Callable[[dict], It
             for cid, c in enumerate(summary.get("captures") or []):
                 for r in rd.get(c, key) or ():
                     yield cid, c, dict(zip(names, r))
+    select.where = compact(key, names)   # type: ignore[attr-defined]  # where the analyzers put them (RowModel.put)
     return select

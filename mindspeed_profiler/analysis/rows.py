@@ -170,8 +170,8 @@ class RowModel:
         return values
 
     def columns_row(self, values: dict) -> list:
-        """A compact row: the values of `values` in field order (op_totals, kernel_totals)."""
-        return [values[k] for k in self.names]
+        """A compact row: the values of `values` in field order, None where missing (op_totals, kernel_totals)."""
+        return [values.get(k) for k in self.names]
 
     def put(self, target: dict, rows: Any) -> None:
         """Store a capture's rows in its dict `target` where select() reads them."""

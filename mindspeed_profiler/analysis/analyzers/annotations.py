@@ -22,9 +22,9 @@ def top_annotations(ct: ClassifiedTrace, top_n: int) -> list[dict]:
     np.maximum.at(amax, an, ct.dur[amask])
     dmask = ct.m["device_annotation"]
     dtot = group_sum(ev.name[dmask], ct.dur[dmask], nn)
-    return top([{"name": str(ev.names[i]), "count": int(acnt[i]), "total_us": float(atot[i]),
-                 "mean_us": float(atot[i] / acnt[i]), "max_us": float(amax[i]), "device_us": float(dtot[i])}
-                for i in np.flatnonzero(acnt)], "total_us", top_n)
+    row = ANNOTATIONS.row
+    return top([row(name=str(ev.names[i]), count=int(acnt[i]), total_us=float(atot[i]), mean_us=float(atot[i] / acnt[i]),
+                    max_us=float(amax[i]), device_us=float(dtot[i])) for i in np.flatnonzero(acnt)], "total_us", top_n)
 
 
 ANNOTATIONS = RowModel("annotations", "range name of a capture (its top ones by total time)",

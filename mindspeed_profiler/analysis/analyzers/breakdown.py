@@ -31,17 +31,9 @@ def device_breakdown(ts: np.ndarray, end: np.ndarray, comp: np.ndarray, comm: np
     k = u(comm)
     ck = u(comp | comm)
     busy = u(dev)
-    return {
-        "window_us": hi - lo,
-        "busy_us": busy,
-        "compute_us": c,
-        "communication_us": k,
-        "communication_exposed_us": ck - c,
-        "communication_overlapped_us": c + k - ck,
-        "memcpy_exposed_us": busy - ck,
-        "idle_us": (hi - lo) - busy,
-        "n_activities": int(dev.sum()),
-    }
+    return BREAKDOWN.row(window_us=hi - lo, busy_us=busy, compute_us=c, communication_us=k,
+                         communication_exposed_us=ck - c, communication_overlapped_us=c + k - ck,
+                         memcpy_exposed_us=busy - ck, idle_us=(hi - lo) - busy, n_activities=int(dev.sum()))
 
 
 def trace_breakdown(ct: ClassifiedTrace) -> dict | None:

@@ -43,7 +43,7 @@ def host_communication(ts: np.ndarray, end: np.ndarray, wall_us: float) -> dict 
     if not len(ts):
         return None
     covered = intervals.union_length(ts, end)
-    return {"total_us": covered, "share_of_wall": covered / wall_us if wall_us > 0 else None}
+    return COMMUNICATION.part("host", total_us=covered, share_of_wall=covered / wall_us if wall_us > 0 else None)
 
 
 def device_communication(breakdown: dict | None) -> dict | None:
@@ -52,9 +52,10 @@ def device_communication(breakdown: dict | None) -> dict | None:
     if not breakdown or not breakdown.get("communication_us"):
         return None
     busy = breakdown["busy_us"]
-    return {"total_us": breakdown["communication_us"], "exposed_us": breakdown["communication_exposed_us"],
-            "overlapped_us": breakdown["communication_overlapped_us"],
-            "share_of_busy": breakdown["communication_exposed_us"] / busy if busy else None}
+    exposed = breakdown["communication_exposed_us"]
+    return COMMUNICATION.part("device", total_us=breakdown["communication_us"], exposed_us=exposed,
+                              overlapped_us=breakdown["communication_overlapped_us"],
+                              share_of_busy=exposed / busy if busy else None)
 
 
 def communication_summary(device: dict | None, host: dict | None, calls: list[dict], top_n: int) -> dict | None:
@@ -62,7 +63,12 @@ def communication_summary(device: dict | None, host: dict | None, calls: list[di
     (calls: {name, where: device | host, count, total_us}); None when there is none."""
     if device is None and host is None:
         return None
-    return {"device": device, "host": host, "top": sorted(calls, key=lambda r: -r["total_us"])[:top_n]}
+    return COMMUNICATION.row(device=device, host=host, top=sorted(calls, key=lambda r: -r["total_us"])[:top_n])
+
+
+def collective_call(name: str, where: str, count: int, total_us: float) -> dict:
+    """One `communication.top` row (a collective kernel, op or host call)."""
+    return COLLECTIVES.row(name=name, where=where, count=count, total_us=total_us)
 
 
 # -- rows (rows.py): summary.json captures[*].communication; analysis.db communication / collectives
@@ -71,7 +77,7 @@ def communication_summary(device: dict | None, host: dict | None, calls: list[di
 COMMUNICATION = RowModel(
     "communication", "capture with any communication (device, host or Ascend collectives)",
     "captures[*].communication", table="communication", method="communication", primary="capture_id",
-    open_row=True, select=each_capture(block("communication")), fields=(
+    open_row=True, holds=("top", "links", "communication_matrix"), select=each_capture(block("communication")), fields=(
         Field("device_total_us", "us", "time covered by collective kernels / ops on the device",
               aliases=("communication_us",), key=("device", "total_us")),
         Field("device_exposed_us", "us", "the part of it not hidden under compute (= device.communication_exposed_us)",

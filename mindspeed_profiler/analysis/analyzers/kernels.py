@@ -21,7 +21,8 @@ def kernel_rows(ct: ClassifiedTrace) -> list[dict]:
     kcls = np.full(nn, "compute", dtype=object)
     kcls[ev.name[m["comm"]]] = "communication"
     kcls[ev.name[m["memcpy"]]] = "memcpy"
-    return [{"name": str(ev.names[i]), "count": int(kcnt[i]), "total_us": float(ktot[i]), "class": kcls[i]}
+    row = KERNELS.row
+    return [row(name=str(ev.names[i]), count=int(kcnt[i]), total_us=float(ktot[i]), **{"class": kcls[i]})
             for i in np.flatnonzero(kcnt)]
 
 
@@ -38,7 +39,9 @@ def detail_kernels(names: list[str], types: list[str], cores: list[str], dur: np
     """kernel_details.csv rows aggregated by name (type, core and class of the first row), largest first."""
     agg: dict[str, dict] = {}
     for n, t, c, d, k in zip(names, types, cores, dur, classes):
-        a = agg.setdefault(n, {"name": n, "type": t, "core": c, "count": 0, "total_us": 0.0, "class": k})
+        a = agg.get(n)
+        if a is None:   # ("class" is a Python keyword)
+            a = agg[n] = KERNELS.row(name=n, type=t, core=c, count=0, total_us=0.0, **{"class": k})
         a["count"] += 1
         a["total_us"] += float(d)
     return sorted(agg.values(), key=lambda a: -a["total_us"])
@@ -55,7 +58,7 @@ def kernel_types(types: list[str], dur: np.ndarray, top_n: int) -> list[dict]:
 def kernel_totals(rows: list[dict]) -> list[list]:
     """Every kernel name's totals, compact: [name, count, total_us, class] (compare needs them all:
     a change below one side's top-N cut is still a change)."""
-    return [[r.get(k) for k in KERNEL_TOTALS.names] for r in rows]
+    return [KERNEL_TOTALS.columns_row(r) for r in rows]
 
 
 _KERNEL = (

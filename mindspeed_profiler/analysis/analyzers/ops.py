@@ -45,8 +45,9 @@ def op_rows(ct: ClassifiedTrace) -> list[dict]:
     cnt = np.bincount(names, minlength=nn)
     tot = group_sum(names, dur[hidx[ops]], nn)
     slf = group_sum(names, selft[ops], nn)
-    return [{"name": str(ev.names[i]), "count": int(cnt[i]), "total_us": float(tot[i]),
-             "self_us": float(slf[i]), "device_us": float(op_dev[i])} for i in np.flatnonzero(cnt)]
+    row = OPS.row
+    return [row(name=str(ev.names[i]), count=int(cnt[i]), total_us=float(tot[i]), self_us=float(slf[i]),
+                device_us=float(op_dev[i])) for i in np.flatnonzero(cnt)]
 
 
 def top_ops(rows: list[dict], top_n: int) -> dict[str, list[dict]]:
@@ -57,7 +58,7 @@ def top_ops(rows: list[dict], top_n: int) -> dict[str, list[dict]]:
 
 def op_totals(rows: list[dict]) -> list[list]:
     """Every op name's totals, compact: [name, count, total_us, self_us, device_us]."""
-    return [[r[k] for k in OPS.names] for r in rows]
+    return [OP_TOTALS.columns_row(r) for r in rows]
 
 
 OP_FIELDS = (

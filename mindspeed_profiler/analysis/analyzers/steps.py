@@ -24,9 +24,10 @@ def trace_steps(ct: ClassifiedTrace) -> list[dict]:
     for i in np.flatnonzero(ct.m["device_annotation"] & (ct.step_num[ev.name] >= 0)):
         n = int(ct.step_num[ev.name[i]])
         device_range[n] = device_range.get(n, 0.0) + float(ct.dur[i])
-    return [{"step": int(ct.step_num[ev.name[i]]), "start_us": ev.t0_us + float(ts[i]), "dur_us": float(ct.dur[i]),
-             "device_busy_us": float(busy[k]) if busy is not None else None,
-             "device_range_us": device_range.get(int(ct.step_num[ev.name[i]]))} for k, i in enumerate(si)]
+    row = STEPS.row
+    return [row(step=int(ct.step_num[ev.name[i]]), start_us=ev.t0_us + float(ts[i]), dur_us=float(ct.dur[i]),
+                device_busy_us=float(busy[k]) if busy is not None else None,
+                device_range_us=device_range.get(int(ct.step_num[ev.name[i]]))) for k, i in enumerate(si)]
 
 
 STEPS = RowModel("steps", "step of a capture", "captures[*].steps[*]", table="steps", method="steps",

@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..parsing.events import Events
-from .annotations import top_annotations
-from .breakdown import trace_breakdown
+from .annotations import ANNOTATIONS, top_annotations
+from .breakdown import BREAKDOWN, trace_breakdown
 from .classify import ClassifiedTrace, classified
 from .collective_bandwidth import trace_collective_bandwidth
-from .communication import communication_summary, device_communication, host_communication
+from .communication import COMMUNICATION, collective_call, communication_summary, device_communication, host_communication
 from .idle_causes import trace_idle_causes
-from .kernels import kernel_rows, kernel_totals, top_kernels
-from .ops import op_rows, op_totals, top_ops
-from .steps import trace_steps
+from .kernels import KERNEL_TOTALS, KERNELS, kernel_rows, kernel_totals, top_kernels
+from .ops import OP_TOTALS, op_rows, op_totals, top_ops
+from .steps import STEPS, trace_steps
 from .stragglers import collectives_block
 
 
@@ -37,8 +37,8 @@ def summarise_classified(ct: ClassifiedTrace, top_n: int = 20) -> dict:
     start = float(ct.ts[keep].min())
     out["start_us"] = ev.t0_us + start
     out["wall_us"] = float(ct.end[keep].max()) - start
-    out["steps"] = trace_steps(ct)
-    out["device"] = trace_breakdown(ct)
+    STEPS.put(out, trace_steps(ct))
+    BREAKDOWN.put(out, trace_breakdown(ct))
     out.update(trace_idle_causes(ct))
     block = collectives_block(ct)
     if block is not None:
@@ -47,12 +47,13 @@ def summarise_classified(ct: ClassifiedTrace, top_n: int = 20) -> dict:
     if bandwidth:
         out["collective_bandwidth"] = bandwidth
     ops, kernels = op_rows(ct), kernel_rows(ct)
-    out["annotations"] = top_annotations(ct, top_n)
-    out["communication"] = communication(ct, out["device"], out["wall_us"], ops + out["annotations"], kernels, top_n)
+    annotations = top_annotations(ct, top_n)
+    ANNOTATIONS.put(out, annotations)
+    COMMUNICATION.put(out, communication(ct, out["device"], out["wall_us"], ops + annotations, kernels, top_n))
     out.update(top_ops(ops, top_n))
-    out["top_kernels"] = top_kernels(kernels, top_n)
-    out["op_totals"] = op_totals(ops)
-    out["kernel_totals"] = kernel_totals(kernels)
+    KERNELS.put(out, top_kernels(kernels, top_n))
+    OP_TOTALS.put(out, op_totals(ops))
+    KERNEL_TOTALS.put(out, kernel_totals(kernels))
     return out
 
 
@@ -64,15 +65,14 @@ def communication(ct: ClassifiedTrace, device: dict | None, wall_us: float, host
     hc = ct.m["host_comm"]
     host_names = {str(ct.ev.names[i]) for i in np.unique(ct.ev.name[hc])}
     calls = collective_calls(kernels)
-    calls += [{"name": r["name"], "where": "host", "count": r["count"], "total_us": r["total_us"]}
-              for r in host_rows if r["name"] in host_names]
+    calls += [collective_call(r["name"], "host", r["count"], r["total_us"]) for r in host_rows if r["name"] in host_names]
     return communication_summary(device_communication(device), host_communication(ct.ts[hc], ct.end[hc], wall_us),
                                  calls, top_n)
 
 
 def collective_calls(kernels: list[dict]) -> list[dict]:
     """The device collectives among kernel rows, as `communication.top` rows."""
-    return [{"name": r["name"], "where": "device", "count": r["count"], "total_us": r["total_us"]}
+    return [collective_call(r["name"], "device", r["count"], r["total_us"])
             for r in kernels if r.get("class") == "communication"]
 
 

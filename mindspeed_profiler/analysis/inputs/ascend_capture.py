@@ -31,7 +31,8 @@ from ..analyzers import ascend_free as af
 from ..analyzers import step_breakdown as sb
 from ..analyzers.classify import classified
 from ..analyzers.collectives import collective_summary, link_summary
-from ..analyzers.communication import communication_summary, device_communication, is_comm_kind
+from ..analyzers.communication import (COMMUNICATION, collective_call, communication_summary, device_communication,
+                                      is_comm_kind)
 from ..analyzers.kernels import detail_kernels, kernel_class, kernel_totals, kernel_types
 from ..analyzers.links import capture_matrix
 from ..analyzers.memory import npu_memory_summary
@@ -341,8 +342,7 @@ def _communication(files: AscendFiles, adb: dict, crows: list[dict] | None, out:
     if crows is not None:
         collectives = collective_summary(crows, top_n)
     if not calls and collectives:
-        calls = [{"name": o["name"], "where": "device", "count": o["count"], "total_us": o["elapse_us"]}
-                 for o in collectives["top"]]
+        calls = [collective_call(o["name"], "device", o["count"], o["elapse_us"]) for o in collectives["top"]]
     lrows = None
     if files.matrix:
         try:
@@ -354,7 +354,7 @@ def _communication(files: AscendFiles, adb: dict, crows: list[dict] | None, out:
     links = link_summary(lrows) if lrows else None
     summary = communication_summary(device_communication(out.get("device")), prev.get("host"), calls + host_calls, top_n)
     if summary is None and (collectives or links):
-        summary = {"device": None, "host": None, "top": sorted(calls, key=lambda r: -r["total_us"])[:top_n]}
+        summary = COMMUNICATION.row(device=None, host=None, top=sorted(calls, key=lambda r: -r["total_us"])[:top_n])
     if summary is not None:
         summary["collectives"] = collectives
         summary["links"] = links
