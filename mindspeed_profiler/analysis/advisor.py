@@ -3,9 +3,8 @@
 Each rule reads the rows of one or two questions (questions.py: the same rows analysis.db holds) and
 returns findings; a finding is
 
-    id        the rule's id (straggler, comm_bound, host_bound, slow_link, slow_rank,
-              generation_bound, group_idle, memory_near_capacity, latency_bound, low_mfu,
-              profiler_overhead)
+    id        the rule's id (finding_rules.REGISTRY: each rule registers itself below with
+              `@finding_rule`, its id and its row of docs/diagnosis.md's table)
     title     one line naming who and where ("actor rank 1 is the straggler of actor_update ...")
     impact    the share of the time at stake, 0..1: findings are ranked by it
     evidence  the numbers the rule used and where they came from (table, field)
@@ -13,17 +12,19 @@ returns findings; a finding is
 
 Pure: `findings(summary)` over a summary.json dict; batch.py stores the list as summary["findings"]
 and the renderers show it first. Every threshold is a named constant below and in
-docs/diagnosis.md ("The advisor"); tests/test_advisor.py has a case that triggers each rule and one
-that does not.
+docs/diagnosis.md ("The advisor"), whose table of the rules is generated from the registry
+(`python -m mindspeed_profiler.analysis.advisor`); tests/test_advisor.py has a case that triggers
+each rule and one that does not (tests/test_finding_rules.py checks each id has a test).
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Iterable
 
 from mindspeed_profiler.formats import is_train_stage
 
 from . import questions as q
 from .analyzers.tracker_metrics import MFU_PREFIX, maxima, means
+from .finding_rules import REGISTRY, Check, Finding, finding_rule, markdown
 
 STRAGGLER_MIN_SHARE = 0.10        # a rank's waits for the straggler, net of the straggler's for it: 10% of its wall
 STRAGGLER_SHARED_HOST_SHARE = 0.25  # the same, when both are CPU ranks on one host: they time-share its cores, and
@@ -44,8 +45,6 @@ MAX_PER_RULE = 10                 # findings kept per rule (the worst): a 10,000
 CONTROLLER_ROLES = ("driver",)    # the single controller waits on the worker groups by design: never "idle"
 DOCS = "docs/diagnosis.md"
 
-Finding = dict
-
 
 def _finding(rule: str, title: str, impact: float, evidence: dict, action: str, anchor: str) -> Finding:
     impact = float(impact)
@@ -58,6 +57,19 @@ def _who(role, rank) -> str:
     return f"{role} rank {rank}" if role else f"rank {rank}"
 
 
+@finding_rule(
+    "straggler",
+    triggers=("the rank a rank costs most waited for it, net of the first rank's own waits for that one "
+              "(`worst_victim_net_us`: two ranks late in turn cancel out), at least 10% of that rank's capture "
+              "wall time; at least 25% when both are CPU ranks of one host (our profiler's capture meta: device"
+              " `cpu`, the same host), because they time-share its cores and the OS alone makes one late: the "
+              "balanced GRPO example (`./run main`, no straggler knob) on the 2-core dev box gave 1.7% to 13% "
+              "over 6 runs (rank 0 the later one each time), with the same ops and shapes on both ranks and the"
+              " later rank's matmuls ~30% slower (a deliberate difference from the 10% floor; the knob's "
+              "straggler, `grpo.straggler_rank=1 grpo.straggler_ms=150`, costs rank 0 about 4 x 150 ms in an "
+              "update of about 1 s: ~58%, found by tests/test_metrics_tracker.py)"),
+    impact="that net wait / the victim's capture wall time",
+    reads="`stragglers` (clocks aligned on the collective ends, above)")
 def straggler(summary: dict) -> list[Finding]:
     """A rank the others wait for at the collectives (stragglers table, clocks aligned on the ends),
     net of its own waits for them: two ranks that are late in turn are no straggler."""
@@ -110,6 +122,11 @@ def _straggler_cause(r: dict) -> tuple[str, str]:
             "a slower device; " + balance)
 
 
+@finding_rule(
+    "comm_bound",
+    triggers="exposed communication is 30% or more of a capture's busy device time",
+    impact="exposed communication / the capture's device window",
+    reads="`breakdown`")
 def comm_bound(summary: dict) -> list[Finding]:
     """A capture whose device time is mostly communication not hidden under compute."""
     out = Worst()
@@ -129,6 +146,12 @@ def comm_bound(summary: dict) -> list[Finding]:
     return out
 
 
+@finding_rule(
+    "host_bound",
+    triggers=("a device stream's host wait (idle time by cause, above) is 30% or more of its capture's wall "
+              "time"),
+    impact="host wait / wall",
+    reads="`idle_causes`")
 def host_bound(summary: dict) -> list[Finding]:
     """A device stream that waited for the host to launch its work much of the capture's time."""
     walls = {c.get("path"): c.get("wall_us") or 0.0 for c in summary.get("captures") or []}
@@ -147,6 +170,11 @@ def host_bound(summary: dict) -> list[Finding]:
     return out
 
 
+@finding_rule(
+    "slow_link",
+    triggers="a link is flagged slow (Links, above)",
+    impact="1 - its ratio to its transport's median",
+    reads="`links`")
 def slow_link(summary: dict) -> list[Finding]:
     """A link far below its transport's others (links table)."""
     out = Worst()
@@ -164,6 +192,11 @@ def slow_link(summary: dict) -> list[Finding]:
     return out
 
 
+@finding_rule(
+    "slow_rank",
+    triggers="a row of `slow_ranks` is flagged (data-parallel imbalance: docs/analysis.md)",
+    impact="1 - 1 / its ratio to the median",
+    reads="`slow_ranks`")
 def slow_rank(summary: dict) -> list[Finding]:
     """A rank of a stage well above the median of its group (slow_ranks table: data-parallel imbalance)."""
     out = Worst()
@@ -185,6 +218,11 @@ def _is_generation(stage: str) -> bool:
     return "generat" in stage or "rollout" in stage
 
 
+@finding_rule(
+    "generation_bound",
+    triggers=('generation stages (a name with "generat" or "rollout") take 50% or more of the iterations\' time'),
+    impact="their share",
+    reads="`timeline_stages`, `timeline_iterations`")
 def generation_bound(summary: dict) -> list[Finding]:
     """Iterations whose time goes mostly to generation (timeline: stage time per iteration)."""
     gen, total = 0.0, 0.0
@@ -202,21 +240,13 @@ def generation_bound(summary: dict) -> list[Finding]:
         "generation with training (asynchronous rollout), shorter responses", "the-advisor")]
 
 
-def profiler_overhead(summary: dict) -> list[Finding]:
-    """The profiler's own time (capture start, export) in the iterations it ran in."""
-    prof, total = 0.0, 0.0
-    for r in q.ITERATIONS.rows(summary):
-        total += r.get("dur_us") or 0.0
-        prof += r.get("profiler_us") or 0.0
-    if total <= 0 or prof / total < PROFILER_OVERHEAD_SHARE:
-        return []
-    return [_finding(
-        "profiler_overhead", f"the profiler took {prof / total:.0%} of the iterations' time", prof / total,
-        {"table": "timeline_iterations", "profiler_us": prof, "iterations_us": total},
-        "fewer profiled steps, a lower profiler_level, no with_stack / record_shapes, or an export off the step",
-        "the-advisor")]
-
-
+@finding_rule(
+    "group_idle",
+    triggers=("a worker group (role; not the driver, which waits on the groups by design) is idle 50% or more "
+              "of the iterations (its workers' iteration time outside their stage spans, over their iterations'"
+              " time), and another group is less idle: the one it waits on is the least idle group"),
+    impact="its idle share x its workers / all workers (the share of the job's worker-time idle in it)",
+    reads="`timeline_idle`, `timeline_iterations`")
 def group_idle(summary: dict) -> list[Finding]:
     """A worker group (role) idle much of the iterations while another works (timeline: the
     iteration minus each worker's stage union, timeline_idle). A group's idle share is its
@@ -260,6 +290,14 @@ def _tracker_workers(summary: dict) -> dict[tuple, list[dict]]:
     return out
 
 
+@finding_rule(
+    "memory_near_capacity",
+    triggers=("a device's peak reserved memory (else allocated) is 90% or more of its capacity: the tracker's "
+              "`perf/max_memory_reserved_gb` / `perf/memory_capacity_gb` (docs/metrics.md), or a GPU capture's "
+              "memory-record peak / the trace's `deviceProperties` `totalGlobalMem`"),
+    impact=("0.5 x the used share (an out-of-memory error is a risk, not time spent: it ranks below a large "
+            "time finding)"),
+    reads="`tracker_metrics`, `memory_record_peaks` (`capacity_bytes`)")
 def memory_near_capacity(summary: dict) -> list[Finding]:
     """A device whose peak reserved (else allocated) memory is close to its capacity: the tracker's
     perf/max_memory_reserved_gb over perf/memory_capacity_gb, or a GPU capture's memory records
@@ -292,6 +330,13 @@ def _memory_finding(who: str, share: float, evidence: dict) -> Finding:
         "peak-memory-from-the-memory-records")
 
 
+@finding_rule(
+    "latency_bound",
+    triggers=("a capture spends 5% or more of its wall time in collectives flagged `latency_bound` (messages "
+              "too small to use the link's bandwidth: Collective bandwidth, above), each timed call counted at "
+              "the fastest call's time (`bytes_per_call / algbw_max_gbps`: waits for a late rank left out)"),
+    impact="that time / the capture's wall time",
+    reads="`collective_bandwidth`")
 def latency_bound(summary: dict) -> list[Finding]:
     """A capture spending a share of its time in collectives too small to use the link's bandwidth
     (collective_bandwidth rows flagged latency_bound)."""
@@ -331,6 +376,12 @@ def _fastest_calls_us(r: dict) -> float:
     return n * size / (fastest * 1e3)   # bytes / (GB/s x 1e9) s = bytes / (GB/s x 1e3) us
 
 
+@finding_rule(
+    "low_mfu",
+    triggers=('a training stage (a name with "update" or "train") has an MFU (the tracker\'s `perf/mfu/<stage>`,'
+              " mean over iterations, then over the role's ranks) under 25% of the device's peak"),
+    impact=("the iteration time the stage would save at 25%: stage share of the iteration x (1 - MFU / 0.25)"),
+    reads="`tracker_metrics`")
 def low_mfu(summary: dict) -> list[Finding]:
     """A training stage (its name has update / train) whose MFU (the tracker's perf/mfu/<stage>,
     mean over iterations and ranks) is below LOW_MFU; impact: the iteration time that stage would
@@ -361,13 +412,36 @@ def low_mfu(summary: dict) -> list[Finding]:
     return out
 
 
-RULES: tuple[Callable[[dict], list[Finding]], ...] = (
-    straggler, comm_bound, host_bound, slow_link, slow_rank, generation_bound, group_idle, memory_near_capacity,
-    latency_bound, low_mfu, profiler_overhead)
+@finding_rule(
+    "profiler_overhead",
+    triggers=("the profiler's own time (capture start and export on the timeline) is 10% or more of the "
+              "iterations' time"),
+    impact="its share",
+    reads="`timeline_iterations`")
+def profiler_overhead(summary: dict) -> list[Finding]:
+    """The profiler's own time (capture start, export) in the iterations it ran in."""
+    prof, total = 0.0, 0.0
+    for r in q.ITERATIONS.rows(summary):
+        total += r.get("dur_us") or 0.0
+        prof += r.get("profiler_us") or 0.0
+    if total <= 0 or prof / total < PROFILER_OVERHEAD_SHARE:
+        return []
+    return [_finding(
+        "profiler_overhead", f"the profiler took {prof / total:.0%} of the iterations' time", prof / total,
+        {"table": "timeline_iterations", "profiler_us": prof, "iterations_us": total},
+        "fewer profiled steps, a lower profiler_level, no with_stack / record_shapes, or an export off the step",
+        "the-advisor")]
 
 
-def findings(summary: dict, rules: Iterable[Callable[[dict], list[Finding]]] = RULES) -> list[Finding]:
-    """Every rule's findings, largest impact first (a failing rule is a finding of its own kind: never raised)."""
+# the registered rules, in registration order (a rule of another module, registered later, runs too)
+RULES: tuple[Check, ...] = tuple(r.check for r in REGISTRY.values())
+
+
+def findings(summary: dict, rules: Iterable[Check] | None = None) -> list[Finding]:
+    """Every rule's findings (`rules`: default every registered one), largest impact first (a
+    failing rule is a finding of its own kind: never raised)."""
+    if rules is None:
+        rules = [r.check for r in REGISTRY.values()]
     out = Worst()
     for rule in rules:
         try:
@@ -489,3 +563,7 @@ def _at_most_per_rule(ranked: list[Finding], keep: int, total: dict[str, int] | 
                  "evidence": {**f["evidence"], "n_like_this": total[f["id"]]}}
         out.append(f)
     return out
+
+
+if __name__ == "__main__":
+    print(markdown())

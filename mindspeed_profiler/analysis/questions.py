@@ -104,8 +104,7 @@ FINDINGS = RowModel(
     "findings", "finding of the advisor (advisor.py), ranked by impact", "findings[*]", table="findings",
     method="findings", per_capture=False, select=lambda summary: ((None, None, f) for f in summary.get("findings") or []),
     fields=(
-        Field("id", "text", "the rule (straggler, comm_bound, host_bound, slow_link, slow_rank, generation_bound, "
-              "profiler_overhead)"),
+        Field("id", "text", "the rule's id (its row in docs/diagnosis.md, \"The advisor\")"),
         Field("title", "text", "who and where, in one line"),
         Field("impact", "ratio", "the share of the time at stake (0..1), by which findings are ranked"),
         Field("action", "text", "what to try"),
