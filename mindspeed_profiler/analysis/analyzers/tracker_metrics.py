@@ -3,27 +3,17 @@ metric), and the per-worker means the advisor compares (MFU of the update, the r
 peak against the device's capacity). The keys are docs/metrics.md's."""
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from mindspeed_profiler.formats import flops_per_token
 from mindspeed_profiler.jsonsafe import loads_lenient
 
+from ..parsing.numbers import finite_number
 from ..rows import Field, RowModel, each_capture, inside
 
 MAX_ROWS = 100_000        # iterations read from one file (a run of that many iterations is rare; said when cut)
 MFU_PREFIX = "perf/mfu/"
 TIMING_PREFIX = "timing_s/"
-
-
-def _number(v) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    try:
-        f = float(v)
-    except OverflowError:   # an int past a double's range
-        return None
-    return f if math.isfinite(f) else None
 
 
 def read_tracker_file(path: Path) -> dict:
@@ -48,7 +38,7 @@ def read_tracker_file(path: Path) -> dict:
                 continue
             n_iter += 1
             rows += [{"iteration": it, "metric": str(k), "value": x} for k, v in row.items()
-                     if k != "iteration" and (x := _number(v)) is not None]
+                     if k != "iteration" and (x := finite_number(v)) is not None]
     if not n_iter:
         raise ValueError(f"no iteration rows in the tracker file ({n_bad} unreadable line(s))")
     warnings = [f"{n_bad} line(s) that are no iteration row (JSON object with an integer iteration) left out"] if n_bad else []

@@ -25,7 +25,7 @@ import orjson
 from mindspeed_profiler.fileio import connect_readonly
 
 from .ascend_files import step_label
-from .numbers import INT64, real
+from .numbers import INT64, real, real_or
 
 MAX_COMM_BYTES = 512 << 20
 _RANK_SET = re.compile(r"^\(\s*\d+(?:\s*,\s*\d+)*\s*,?\s*\)$")
@@ -72,15 +72,6 @@ def _walk(node, ctx: dict, leaf_key: str, out: list, depth: int = 0) -> None:
         _walk(v, c, leaf_key, out, depth + 1)
 
 
-def _f(v) -> float:
-    """A finite number, 0.0 for none or a bad one (inf included: it would fail every sum after)."""
-    try:
-        x = real(v)
-    except ValueError:
-        return 0.0
-    return 0.0 if x is None else x
-
-
 def _rank(v) -> int | None:
     """A rank of a db row (INTEGER, or a REAL / text of one); None for NULL or a bad one."""
     try:
@@ -102,12 +93,12 @@ def collective_rows(obj: dict, rank: int | None = None) -> list[dict]:
         bw = node.get(BANDWIDTH_INFO) if isinstance(node.get(BANDWIDTH_INFO), dict) else {}
         rows.append({
             "rank": ctx.get("rank", rank), "step": ctx.get("step"), "type": ctx.get("type"), "op": ctx.get("op"),
-            "group": ctx.get("group"), "start_us": _f(t.get("Start Timestamp(us)")) or None,
-            "elapse_us": _f(t.get("Elapse Time(ms)")) * 1e3, "transit_us": _f(t.get("Transit Time(ms)")) * 1e3,
-            "wait_us": _f(t.get("Wait Time(ms)")) * 1e3, "sync_us": _f(t.get("Synchronization Time(ms)")) * 1e3,
-            "idle_us": _f(t.get("Idle Time(ms)")) * 1e3,
-            "transports": {k: {"size_mb": _f(v.get("Transit Size(MB)")), "time_ms": _f(v.get("Transit Time(ms)"))}
-                           for k, v in bw.items() if isinstance(v, dict) and _f(v.get("Transit Size(MB)"))}})
+            "group": ctx.get("group"), "start_us": real_or(t.get("Start Timestamp(us)")) or None,
+            "elapse_us": real_or(t.get("Elapse Time(ms)")) * 1e3, "transit_us": real_or(t.get("Transit Time(ms)")) * 1e3,
+            "wait_us": real_or(t.get("Wait Time(ms)")) * 1e3, "sync_us": real_or(t.get("Synchronization Time(ms)")) * 1e3,
+            "idle_us": real_or(t.get("Idle Time(ms)")) * 1e3,
+            "transports": {k: {"size_mb": real_or(v.get("Transit Size(MB)")), "time_ms": real_or(v.get("Transit Time(ms)"))}
+                           for k, v in bw.items() if isinstance(v, dict) and real_or(v.get("Transit Size(MB)"))}})
     return rows
 
 
@@ -117,8 +108,8 @@ def link_rows(obj: dict) -> list[dict]:
     _walk(obj, {}, "Transport Type", leaves)
     return [{"step": ctx.get("step"), "type": ctx.get("type"), "op": ctx.get("op"), "group": ctx.get("group"),
              "src": ctx.get("src"), "dst": ctx.get("dst"), "transport": str(node.get("Transport Type")),
-             "op_name": node.get("Op Name"), "size_mb": _f(node.get("Transit Size(MB)")),
-             "time_ms": _f(node.get("Transit Time(ms)")), "bandwidth_gbps": _f(node.get("Bandwidth(GB/s)"))}
+             "op_name": node.get("Op Name"), "size_mb": real_or(node.get("Transit Size(MB)")),
+             "time_ms": real_or(node.get("Transit Time(ms)")), "bandwidth_gbps": real_or(node.get("Bandwidth(GB/s)"))}
             for ctx, node in leaves if ctx.get("src") is not None]
 
 
@@ -150,10 +141,10 @@ def collective_rows_from_db(rows: list[dict]) -> list[dict]:
     (one rank's; times in ms), as collective_rows()."""
     return [{"rank": r.get("rank_id"), "step": _db_step(r.get("step")),
              "type": r.get("type"), "op": r.get("hccl_op_name"), "group": r.get("group_name"),
-             "start_us": _f(r.get("start_timestamp")) or None,
-             "elapse_us": _f(r.get("elapsed_time", r.get("elapse_time"))) * 1e3,
-             "transit_us": _f(r.get("transit_time")) * 1e3, "wait_us": _f(r.get("wait_time")) * 1e3,
-             "sync_us": _f(r.get("synchronization_time")) * 1e3, "idle_us": _f(r.get("idle_time")) * 1e3, "transports": {}}
+             "start_us": real_or(r.get("start_timestamp")) or None,
+             "elapse_us": real_or(r.get("elapsed_time", r.get("elapse_time"))) * 1e3,
+             "transit_us": real_or(r.get("transit_time")) * 1e3, "wait_us": real_or(r.get("wait_time")) * 1e3,
+             "sync_us": real_or(r.get("synchronization_time")) * 1e3, "idle_us": real_or(r.get("idle_time")) * 1e3, "transports": {}}
             for r in rows if r.get("hccl_op_name") and r.get("hccl_op_name") != TOTAL_OP]
 
 
@@ -161,8 +152,8 @@ def link_rows_from_db(rows: list[dict]) -> list[dict]:
     """cluster_analysis.db's ClusterCommunicationMatrix, or analysis.db's CommAnalyzerMatrix, as link_rows()."""
     return [{"step": _db_step(r.get("step")), "type": r.get("type"), "op": r.get("hccl_op_name"),
              "group": r.get("group_name"), "src": _rank(r.get("src_rank")), "dst": _rank(r.get("dst_rank")),
-             "transport": str(r.get("transport_type")), "op_name": r.get("op_name"), "size_mb": _f(r.get("transit_size")),
-             "time_ms": _f(r.get("transit_time")), "bandwidth_gbps": _f(r.get("bandwidth"))}
+             "transport": str(r.get("transport_type")), "op_name": r.get("op_name"), "size_mb": real_or(r.get("transit_size")),
+             "time_ms": real_or(r.get("transit_time")), "bandwidth_gbps": real_or(r.get("bandwidth"))}
             for r in rows if _rank(r.get("src_rank")) is not None and _rank(r.get("dst_rank")) is not None]
 
 

@@ -41,16 +41,10 @@ class ProfilerDb:
     warnings: list[str] = field(default_factory=list)   # rows left out for a NULL or junk value, by table.column
 
 
-def _ns(v) -> int | None:
-    """A db time (INTEGER, or TEXT in PYTORCH_API of some schema versions) as int ns; None for
-    NULL, junk, inf."""
-    return integer(v)
-
-
 def _span(start, end) -> tuple[str, float] | None:
     """(ts as exact microsecond text, dur in us) of a row, None when its times are unusable (the
     event table keeps the sub-us digits of text timestamps)."""
-    a, b = _ns(start), _ns(end)
+    a, b = integer(start), integer(end)
     if a is None or b is None or b < a:
         return None
     return f"{a // 1000}.{a % 1000:03d}", (b - a) / 1e3
@@ -171,8 +165,8 @@ def _task(start, end, stream, conn, name: str, ttype: str) -> dict | None:
 def _kernels(compute: list, comm: list, s) -> KernelDetails | None:
     """kernel_details.csv's rows: compute tasks (type = op type, core = task type) and the
     collective ops (core HCCL); Step Id unknown here (the steps come from the events)."""
-    rows = [(s(n), s(op), s(tt), _ns(st), _ns(en)) for st, en, _s, _c, n, tt, op in compute]
-    rows += [(s(n), s(op), "HCCL", _ns(st), _ns(en)) for n, st, en, _c, _g, op, _a, _n, _d in comm]
+    rows = [(s(n), s(op), s(tt), integer(st), integer(en)) for st, en, _s, _c, n, tt, op in compute]
+    rows += [(s(n), s(op), "HCCL", integer(st), integer(en)) for n, st, en, _c, _g, op, _a, _n, _d in comm]
     rows = [r for r in rows if r[3] is not None and r[4] is not None and r[4] >= r[3]]
     if not rows:
         return None
@@ -186,8 +180,8 @@ def _memory(db: _Db, device: int | None) -> list[dict]:
     sql = "SELECT component, timestamp, totalAllocated, totalReserved, totalActive FROM MEMORY_RECORD"
     if device is not None:
         sql += f" WHERE deviceId = {device}"
-    return [{"component": db.s(c), "ts_us": (_ns(t) or 0) / 1e3, "allocated_bytes": _ns(a), "reserved_bytes": _ns(r),
-             "active_bytes": _ns(ac)} for c, t, a, r, ac in db.rows(sql, "MEMORY_RECORD")]
+    return [{"component": db.s(c), "ts_us": (integer(t) or 0) / 1e3, "allocated_bytes": integer(a), "reserved_bytes": integer(r),
+             "active_bytes": integer(ac)} for c, t, a, r, ac in db.rows(sql, "MEMORY_RECORD")]
 
 
 ANALYSIS_TABLES = ("StepTraceTime", "CommAnalyzerTime", "CommAnalyzerMatrix")

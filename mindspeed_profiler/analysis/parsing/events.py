@@ -16,6 +16,7 @@ import numpy as np
 _MBE = ("M", "B", "E")
 _MBEI = ("M", "B", "E", "i", "I")
 from .memory_events import MEMORY_EVENT, memory_record  # Kineto's allocator events: kept here as records
+from .numbers import float_or_nan
 MAX_SPAN_US = 3.2e15   # 100 years in microseconds
 _GET6 = itemgetter("name", "cat", "pid", "tid", "ts", "dur")
 # torch >= 2.1 writes a collective's message sizes in the args of `record_param_comms` (and, newer,
@@ -70,15 +71,6 @@ class Interner:
         return out
 
 
-def _num(v) -> float:
-    if v is None:
-        return np.nan
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return np.nan
-
-
 def _parse_str_ts(v: str) -> tuple[int, float] | None:
     """'1704161511420306.491' -> (1704161511420306, 0.491) without float64 rounding; signs and
     exponents ('-12.5', '1.7e15') are handled; None when the text is not a finite number."""
@@ -113,7 +105,7 @@ def _floats(values) -> np.ndarray:
     try:
         return np.array(values, dtype=np.float64)
     except (TypeError, ValueError):
-        return np.array([_num(v) for v in values], dtype=np.float64)
+        return np.array([float_or_nan(v) for v in values], dtype=np.float64)
 
 
 @dataclass
@@ -287,7 +279,7 @@ class EventTable:
                 t = _parse_str_ts(v)
                 out[i] = np.nan if t is None else (t[0] - base) + t[1]
             else:
-                out[i] = _num(v) - base
+                out[i] = float_or_nan(v) - base
         return out
 
     # -- one file in two parts (split_parse.py) ---------------------------------------------
@@ -350,7 +342,7 @@ class EventTable:
             if isinstance(v, str):
                 p = _parse_str_ts(v)
                 return None if p is None else p
-            x = _num(v)
+            x = float_or_nan(v)
             return None if not np.isfinite(x) else (int(np.floor(x)), x - np.floor(x))
         threads: dict = {}
         bad = 0

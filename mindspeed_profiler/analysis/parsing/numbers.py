@@ -1,8 +1,28 @@
-"""Numbers from files we did not write (CSV cells, db values), converted in bounded time to values
+"""The analysis' one place that turns values read from files into numbers (issue 32: the ten
+`_int` / `_ns` / `_num` / `_number` / `_f` helpers of the parsers and analyzers now call these).
+
+Numbers from files we did not write (CSV cells, db values), converted in bounded time to values
 the tables hold. Python's own conversions are neither: int(Decimal("1e999990")) builds a
 million-digit integer (30 s of CPU), int(float("1e400")) raises OverflowError, str.isdigit()
 accepts "²", which int() refuses. A bad value is None or a ValueError saying what it is; the
-caller counts the cell or row as bad and names file, column and value (`bad_cells`)."""
+caller counts the cell or row as bad and names file, column and value (`bad_cells`).
+
+The rules, one per function (what each gives for a bool, NaN / inf, text and junk):
+
+| function         | for                              | bool        | NaN / inf  | number text      | junk      |
+|------------------|----------------------------------|-------------|------------|------------------|-----------|
+| real             | CSV cells, db REALs              | ValueError  | ValueError | parsed (<=100 ch)| ValueError|
+| real_or          | sums that go on after a bad cell | default     | default    | parsed           | default   |
+| exact_int        | decimal times (ns) kept exact    | ValueError  | ValueError | parsed, rounded  | ValueError|
+| integer          | db INTEGERs, JSON ids, ranks     | None        | None       | ASCII digits     | None      |
+| finite_number    | JSON values we wrote (metrics)   | None        | None       | None (not text)  | None      |
+| int_or           | JSON ids with a sentinel         | default     | default    | default          | default   |
+| float_or_nan     | trace event times (numpy columns)| 0.0 / 1.0 * | kept *     | float()          | NaN       |
+
+(*) float_or_nan keeps Python's float(): a trace's `"ts": true` has always read as 1.0 and "inf"
+as inf (the event table drops non-finite times itself); changing that would change the numbers
+of such traces, so it stays (the one exception to "a bool is not a number").
+"""
 from __future__ import annotations
 
 import math
@@ -86,6 +106,42 @@ def integer(v) -> int | None:
         # isascii: str.isdigit() also accepts "²" and "①", which int() refuses
         v = int(t) if digits.isascii() and digits.isdigit() and len(digits) <= 19 else None
     return v if isinstance(v, int) and -INT64 <= v < INT64 else None
+
+
+def real_or(v, default: float = 0.0) -> float:
+    """real(), with `default` for an empty cell, junk, inf and nan (a sum that must go on)."""
+    try:
+        x = real(v)
+    except ValueError:
+        return default
+    return default if x is None else x
+
+
+def finite_number(v) -> float | None:
+    """A JSON number (int or float, never a bool or text) as a finite float; None otherwise (an
+    int past a double's range too)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
+def int_or(v, default: int = -1) -> int:
+    """`v` if it is an int (never a bool), else `default` (a sentinel that sorts first)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+
+def float_or_nan(v) -> float:
+    """Python's float(v) (see the table's *), NaN for None and what float() refuses."""
+    if v is None:
+        return math.nan
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 FINITE = f"a finite number below 1e{MAX_EXPONENT}"

@@ -12,6 +12,8 @@ import orjson
 from mindspeed_profiler import formats
 from mindspeed_profiler.fileio import read_regular_file
 
+from .numbers import int_or
+
 MAX_META_BYTES = 16 << 20          # a worker's metadata is a few KB
 MAX_ITERATIONS_BYTES = 512 << 20   # one line per iteration and clock mark
 
@@ -93,11 +95,7 @@ def read_system_dir(d: Path) -> list[SystemWorker]:
             w.problems.append(f"{meta_path.name}: unreadable ({exc})")
         _read_iterations(w, meta_path.parent / (w.base + formats.SYSTEM_ITERATIONS_SUFFIX))
         out.append(w)
-    return sorted(out, key=lambda w: (str(w.meta.get("group")), _int(w.meta.get("rank"))))
-
-
-def _int(v: object) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) else -1
+    return sorted(out, key=lambda w: (str(w.meta.get("group")), int_or(w.meta.get("rank"))))
 
 
 def _read_iterations(w: SystemWorker, path: Path) -> None:

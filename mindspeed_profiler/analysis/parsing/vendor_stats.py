@@ -17,6 +17,8 @@ from pathlib import Path
 
 from mindspeed_profiler import formats
 
+from .numbers import real_or
+
 NSYS = "nsys"
 MSPROF_ANALYZE = "msprof-analyze"
 NSYS_REPORTS = ("cuda_gpu_kern_sum", "nvtx_sum")
@@ -40,17 +42,10 @@ def _read_csv(path: Path) -> list[dict[str, str]]:
         return [dict(r) for r in csv.DictReader(fh)]
 
 
-def _number(v: str | None) -> float:
-    try:
-        return float(str(v).replace(",", ""))
-    except (TypeError, ValueError):
-        return 0.0
-
-
 def _top(rows: list[dict[str, str]], top_n: int) -> list[dict[str, str]]:
     key = next((k for k in (rows[0] if rows else {}) if k.startswith("Total Time")), None)
     if key:
-        rows = sorted(rows, key=lambda r: -_number(r.get(key)))
+        rows = sorted(rows, key=lambda r: -real_or(str(r.get(key)).replace(",", "")))
     return rows[:top_n]
 
 
