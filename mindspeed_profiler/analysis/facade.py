@@ -9,11 +9,17 @@
 Every method returns `Rows` (a list of dicts with `.to_pandas()`), one per question: the fields of
 its row model (questions.py; docs/analysis.md lists them), which are the columns of its analysis.db
 table; rows that come from a capture carry its identity first: path, role, rank, stage.
+
+The question methods are made from the models, in one place (the end of this module): every model
+of questions.MODELS with a `method` name gets `RunAnalysis.<method>()` returning `self.rows(model)`,
+its docstring from METHOD_DOCS (a model without one there: a docstring made from the model). A new
+question's method is its `method=` on the model (and, for a better help(), a line in METHOD_DOCS);
+tests/test_facade_methods.py checks each model's method and docstring.
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from . import questions as q
 from .analyzers import compare as _compare
@@ -58,173 +64,95 @@ class RunAnalysis:
         the capture's identity first on per-capture rows and each field's older names too."""
         return Rows(model.rows(self.summary))
 
-    # -- per capture ---------------------------------------------------------------------------
-    def captures(self) -> Rows:
-        """Every capture found: kind, status (ok / failed / unparsed), the reason, steps, wall time,
-        its device totals (as the analysis.db `captures` table)."""
-        return self.rows(q.CAPTURES)
-
-    def breakdown(self) -> Rows:
-        """Where each capture's device time went: busy = compute + exposed communication + exposed
-        memory copy, window = busy + idle (docs/analysis.md)."""
-        return self.rows(q.BREAKDOWN)
-
-    def communication(self) -> Rows:
-        """Communication per capture with any: on the device (total, exposed = not hidden under
-        compute, overlapped, the exposed share of the busy time), on the host (collective calls'
-        time and share of the wall) and the Ascend collectives' waiting share. The device fields
-        were called communication_us, exposed_us, overlapped_us, exposed_share_of_busy: each row
-        has those names too."""
-        return self.rows(q.COMMUNICATION)
-
-    def collectives(self) -> Rows:
-        """The top collectives of each capture: name, location (device / host; also `where`), calls, time."""
-        return self.rows(q.COLLECTIVES)
-
-    def steps(self) -> Rows:
-        """Every captured step: its duration and the device time busy inside it."""
-        return self.rows(q.STEPS)
-
-    def step_breakdown(self) -> Rows:
-        """msprof-analyze's per-step breakdown (computing, communication not overlapped, overlapped,
-        free, bubble, preparing, ...) of each Ascend capture, with `source` (the file it came from)
-        and `device_id`; and the rank rows of msprof-analyze's own cluster files (source "cluster")."""
-        return self.rows(q.STEP_BREAKDOWN)
-
-    def top_ops(self) -> Rows:
-        """Host ops by self time (count, total, self and launched device time), per capture."""
-        return self.rows(q.OPS)
-
-    def op_totals(self) -> Rows:
-        """Every host op name of each capture (not only the top ones)."""
-        return self.rows(q.OP_TOTALS)
-
-    def kernels(self) -> Rows:
-        """Device kernels by total time, with their class (compute / communication / memcpy), per capture."""
-        return self.rows(q.KERNELS)
-
-    def kernel_totals(self) -> Rows:
-        """Every kernel name of each capture (not only the top ones)."""
-        return self.rows(q.KERNEL_TOTALS)
-
-    def annotations(self) -> Rows:
-        """mstx / record_function ranges by total time, per capture."""
-        return self.rows(q.ANNOTATIONS)
-
-    def memory_peaks(self) -> Rows:
-        """Per device of a capture's PyTorch memory snapshot: the peak of allocated bytes."""
-        return self.rows(q.MEMORY_PEAKS)
-
-    def memory_sites(self) -> Rows:
-        """The allocation sites holding the most memory at each device's peak."""
-        return self.rows(q.MEMORY_SITES)
-
-    def npu_memory(self) -> Rows:
-        """Ascend memory records per component: peaks of allocated, reserved and active bytes."""
-        return self.rows(q.NPU_MEMORY)
-
-    def idle_causes(self) -> Rows:
-        """Per device stream of a Kineto capture: idle time by cause (host wait, kernel wait, other),
-        as HolisticTraceAnalysis defines it (docs/diagnosis.md)."""
-        return self.rows(q.IDLE_CAUSES)
-
-    def kernel_launches(self) -> Rows:
-        """Per Kineto capture: kernel launch delays and CPU vs device durations (HTA's launch stats)."""
-        return self.rows(q.KERNEL_LAUNCHES)
-
-    def links(self) -> Rows:
-        """Ascend communication matrix across the ranks: per step, group, op and src-dst link, the
-        transport, MB, ms and GB/s as msprof-analyze's cluster_communication_matrix, and `slow`
-        (below half the median of its transport's links; docs/diagnosis.md, "Links")."""
-        return self.rows(q.LINKS)
-
-    def findings(self) -> Rows:
-        """The advisor's findings, largest impact first: id, title, impact, action, docs (and in
-        summary.json the evidence); docs/diagnosis.md, "The advisor"."""
-        return self.rows(q.FINDINGS)
-
-    def stragglers(self) -> Rows:
-        """Per rank of a multi-rank job (Kineto captures of one run, role and stage): HTA's potential
-        stragglers (metric, verdict) beside who arrived last at the matched collectives and what it
-        cost the others (docs/diagnosis.md, "Stragglers")."""
-        return self.rows(q.STRAGGLERS)
-
-    def straggler_collectives(self) -> Rows:
-        """Each collective matched on two ranks or more: the rank that arrived last and the waits."""
-        return self.rows(q.STRAGGLER_COLLECTIVES)
-
-    def ascend_free(self) -> Rows:
-        """Per Ascend capture (db export), the longest free intervals of the device and why: PyTorch
-        dispatched nothing, a slow / late CANN launch, or other device tasks (msprof-analyze's
-        free_analysis; docs/diagnosis.md, "On Ascend: free time by cause")."""
-        return self.rows(q.ASCEND_FREE)
-
-    def collective_bandwidth(self) -> Rows:
-        """Per capture, collective, dtype, group and message size: algorithm and bus bandwidth from
-        Kineto's collective args (nccl-tests' factors), latency-bound small messages flagged
-        (docs/diagnosis.md, "Collective bandwidth")."""
-        return self.rows(q.COLLECTIVE_BANDWIDTH)
-
-    def memory_record_peaks(self) -> Rows:
-        """Per device (Ascend: and component): peak allocated / reserved bytes from the raw memory
-        records (Kineto [memory] events, memory_record.csv / MEMORY_RECORD; docs/diagnosis.md, "Memory")."""
-        return self.rows(q.MEMORY_RECORD_PEAKS)
-
-    def memory_stage_peaks(self) -> Rows:
-        """Per device and annotated range name (the stages our profiler draws, record_function /
-        mstx ranges): the peak allocated / reserved bytes inside them (Kineto [memory] events)."""
-        return self.rows(q.MEMORY_STAGE_PEAKS)
-
-    def memory_record_ops(self) -> Rows:
-        """The ops allocating most, per device (Kineto [memory] events, operator_memory.csv / OP_MEMORY)."""
-        return self.rows(q.MEMORY_RECORD_OPS)
-
-    def tracker_metrics(self) -> Rows:
-        """The metrics tracker's rows (metrics/<role>_rank<R>.jsonl): per worker, iteration and key
-        (timing_s/<stage>, perf/throughput, perf/mfu/<stage>, ...; docs/metrics.md)."""
-        return self.rows(q.TRACKER_METRICS)
-
-    def warnings(self) -> Rows:
-        """Every warning: the summary's own (capture identity empty) and each capture's, errors too."""
-        return self.rows(q.WARNINGS)
-
-    def runs(self) -> Rows:
-        """The run ids found, oldest first."""
-        return self.rows(q.RUNS)
-
-    # -- across ranks --------------------------------------------------------------------------
-    def cross_rank(self) -> Rows:
-        """The stage x rank table (from captures, the timeline and cluster step traces)."""
-        return self.rows(q.STAGE_RANK)
-
+    # one method per question with a `method` name (RunAnalysis.captures(), .breakdown(), ...):
+    # made from the models below the class (add_question_methods); these take arguments of their own
     def slow_ranks(self, flagged_only: bool = False) -> Rows:
         """Each rank's ratio to the median of its group; `flagged` above the threshold."""
         return Rows(r for r in self.rows(q.SLOW_RANKS) if r["flagged"] or not flagged_only)
 
-    # -- the RL timeline -----------------------------------------------------------------------
-    def iterations(self) -> Rows:
-        """One row per iteration: duration, time with stages overlapping, with no stage running, the
-        profiler's own time, the critical path as text."""
-        return self.rows(q.ITERATIONS)
-
-    def stages(self) -> Rows:
-        """One row per iteration and stage: wall (union of its spans), summed span time, calls."""
-        return self.rows(q.TIMELINE_STAGES)
-
-    def idle(self) -> Rows:
-        """One row per iteration and worker: the time the worker ran no stage."""
-        return self.rows(q.TIMELINE_IDLE)
-
-    def stage_worker(self) -> Rows:
-        """One row per stage and worker over the whole timeline: calls, total, mean, median, spread."""
-        return self.rows(q.STAGE_WORKER)
-
-    def critical_path(self) -> Rows:
-        """The chain of stage spans bounding each iteration, in order (docs/analysis.md: a heuristic)."""
-        return self.rows(q.CRITICAL_PATH)
-
-    # -- two runs ------------------------------------------------------------------------------
     def compare(self, other: "RunAnalysis") -> dict[str, Rows]:
         """B - A per stage, rank and op (self = A, other = B), sorted by impact."""
         res = _compare.compare(self.summary, other.summary)
         return {k: Rows(v) if isinstance(v, list) else v for k, v in res.items()}
+
+
+# help(RunAnalysis.<method>): what each question's rows say, by method name
+METHOD_DOCS: dict[str, str] = {
+    "captures": ("Every capture found: kind, status (ok / failed / unparsed), the reason, steps, wall time, its "
+        "device totals (as the analysis.db `captures` table)."),
+    "breakdown": ("Where each capture's device time went: busy = compute + exposed communication + exposed memory "
+        "copy, window = busy + idle (docs/analysis.md)."),
+    "communication": ("Communication per capture with any: on the device (total, exposed = not hidden under compute, "
+        "overlapped, the exposed share of the busy time), on the host (collective calls' time and share "
+        "of the wall) and the Ascend collectives' waiting share. The device fields were called "
+        "communication_us, exposed_us, overlapped_us, exposed_share_of_busy: each row has those names "
+        "too."),
+    "collectives": "The top collectives of each capture: name, location (device / host; also `where`), calls, time.",
+    "steps": "Every captured step: its duration and the device time busy inside it.",
+    "step_breakdown": ("msprof-analyze's per-step breakdown (computing, communication not overlapped, overlapped, free, "
+        "bubble, preparing, ...) of each Ascend capture, with `source` (the file it came from) and "
+        "`device_id`; and the rank rows of msprof-analyze's own cluster files (source \"cluster\")."),
+    "top_ops": "Host ops by self time (count, total, self and launched device time), per capture.",
+    "op_totals": "Every host op name of each capture (not only the top ones).",
+    "kernels": "Device kernels by total time, with their class (compute / communication / memcpy), per capture.",
+    "kernel_totals": "Every kernel name of each capture (not only the top ones).",
+    "annotations": "mstx / record_function ranges by total time, per capture.",
+    "memory_peaks": "Per device of a capture's PyTorch memory snapshot: the peak of allocated bytes.",
+    "memory_sites": "The allocation sites holding the most memory at each device's peak.",
+    "npu_memory": "Ascend memory records per component: peaks of allocated, reserved and active bytes.",
+    "idle_causes": ("Per device stream of a Kineto capture: idle time by cause (host wait, kernel wait, other), as "
+        "HolisticTraceAnalysis defines it (docs/diagnosis.md)."),
+    "kernel_launches": "Per Kineto capture: kernel launch delays and CPU vs device durations (HTA's launch stats).",
+    "links": ("Ascend communication matrix across the ranks: per step, group, op and src-dst link, the "
+        "transport, MB, ms and GB/s as msprof-analyze's cluster_communication_matrix, and `slow` (below "
+        "half the median of its transport's links; docs/diagnosis.md, \"Links\")."),
+    "findings": ("The advisor's findings, largest impact first: id, title, impact, action, docs (and in "
+        "summary.json the evidence); docs/diagnosis.md, \"The advisor\"."),
+    "stragglers": ("Per rank of a multi-rank job (Kineto captures of one run, role and stage): HTA's potential "
+        "stragglers (metric, verdict) beside who arrived last at the matched collectives and what it cost"
+        " the others (docs/diagnosis.md, \"Stragglers\")."),
+    "straggler_collectives": "Each collective matched on two ranks or more: the rank that arrived last and the waits.",
+    "ascend_free": ("Per Ascend capture (db export), the longest free intervals of the device and why: PyTorch "
+        "dispatched nothing, a slow / late CANN launch, or other device tasks (msprof-analyze's "
+        "free_analysis; docs/diagnosis.md, \"On Ascend: free time by cause\")."),
+    "collective_bandwidth": ("Per capture, collective, dtype, group and message size: algorithm and bus bandwidth from "
+        "Kineto's collective args (nccl-tests' factors), latency-bound small messages flagged "
+        "(docs/diagnosis.md, \"Collective bandwidth\")."),
+    "memory_record_peaks": ("Per device (Ascend: and component): peak allocated / reserved bytes from the raw memory records "
+        "(Kineto [memory] events, memory_record.csv / MEMORY_RECORD; docs/diagnosis.md, \"Memory\")."),
+    "memory_stage_peaks": ("Per device and annotated range name (the stages our profiler draws, record_function / mstx "
+        "ranges): the peak allocated / reserved bytes inside them (Kineto [memory] events)."),
+    "memory_record_ops": "The ops allocating most, per device (Kineto [memory] events, operator_memory.csv / OP_MEMORY).",
+    "tracker_metrics": ("The metrics tracker's rows (metrics/<role>_rank<R>.jsonl): per worker, iteration and key "
+        "(timing_s/<stage>, perf/throughput, perf/mfu/<stage>, ...; docs/metrics.md)."),
+    "warnings": "Every warning: the summary's own (capture identity empty) and each capture's, errors too.",
+    "runs": "The run ids found, oldest first.",
+    "cross_rank": "The stage x rank table (from captures, the timeline and cluster step traces).",
+    "iterations": ("One row per iteration: duration, time with stages overlapping, with no stage running, the "
+        "profiler's own time, the critical path as text."),
+    "stages": "One row per iteration and stage: wall (union of its spans), summed span time, calls.",
+    "idle": "One row per iteration and worker: the time the worker ran no stage.",
+    "stage_worker": "One row per stage and worker over the whole timeline: calls, total, mean, median, spread.",
+    "critical_path": "The chain of stage spans bounding each iteration, in order (docs/analysis.md: a heuristic).",
+}
+
+
+def _question_method(model: RowModel) -> Callable[[RunAnalysis], Rows]:
+    def method(self: RunAnalysis) -> Rows:
+        return self.rows(model)
+    method.__name__, method.__qualname__ = str(model.method), f"RunAnalysis.{model.method}"
+    method.__module__ = __name__
+    method.__doc__ = METHOD_DOCS.get(str(model.method)) or (
+        f"The {model.question} rows: one per {model.per} (docs/questions.md, \"{model.question}\").")
+    return method
+
+
+def add_question_methods(cls: type, models: Iterable[RowModel] = q.MODELS) -> None:
+    """A method `cls.<model.method>()` for each model with a `method` name that `cls` does not define
+    itself or inherits (slow_ranks takes an argument of its own)."""
+    for model in models:
+        if model.method and not hasattr(cls, model.method):
+            setattr(cls, model.method, _question_method(model))
+
+
+add_question_methods(RunAnalysis)
