@@ -233,10 +233,10 @@ def launch_reason(prev: dict, nxt: dict, threshold_ns: int = DIFF_WAIT_THRESHOLD
 
 def free_row(start: int, end: int, index: LinkIndex) -> dict:
     """One ASCEND_FREE row: the recipe's analyze_free_reason (recipe:123-172) for [start, end]."""
-    row = {"start_us": float(ns_to_us_text(start)), "end_us": float(ns_to_us_text(end)),
-           "start_time": ns_to_us_text(start), "end_time": ns_to_us_text(end),
-           "duration_us": ns_to_us(end - start), "pytorch_idle_us": None, "cann_idle_us": None,
-           "cause": None, "reason": None, "n_device_tasks": 0, "max_remaining_free_us": None, "zeroed_links": None}
+    row = ASCEND_FREE.row(start_us=float(ns_to_us_text(start)), end_us=float(ns_to_us_text(end)),
+                          start_time=ns_to_us_text(start), end_time=ns_to_us_text(end),
+                          duration_us=ns_to_us(end - start), pytorch_idle_us=None, cann_idle_us=None,
+                          cause=None, reason=None, n_device_tasks=0, max_remaining_free_us=None, zeroed_links=None)
     inside = index.inside(start, end)
     if inside:
         row["reason"], longest = device_tasks_reason(start, end, inside)

@@ -126,13 +126,13 @@ def idle_causes(ct: ClassifiedTrace, delay_us: float = CONSECUTIVE_KERNEL_DELAY_
         tot = {c: float(gap[has & (cause == c)].sum()) for c in (HOST_WAIT, KERNEL_WAIT, OTHER)}
         cnt = {c: int((has & (cause == c)).sum()) for c in (HOST_WAIT, KERNEL_WAIT, OTHER)}
         pid, tid = ev.pids[int(ev.pid[i[0]])], ev.tids[int(ev.tid[i[0]])]
-        rows.append({
-            "device": str(pid), "stream": stream_number(tid), "thread": str(tid), "n_activities": int(len(i)),
-            "idle_us": tot[HOST_WAIT] + tot[KERNEL_WAIT] + tot[OTHER],
-            "host_wait_us": tot[HOST_WAIT], "kernel_wait_us": tot[KERNEL_WAIT], "other_us": tot[OTHER],
-            "n_host_wait": cnt[HOST_WAIT], "n_kernel_wait": cnt[KERNEL_WAIT], "n_other": cnt[OTHER],
-            "n_launched": int(np.count_nonzero(~np.isnan(launch_ts[sel]))),
-        })
+        rows.append(IDLE_CAUSES.row(
+            device=str(pid), stream=stream_number(tid), thread=str(tid), n_activities=int(len(i)),
+            idle_us=tot[HOST_WAIT] + tot[KERNEL_WAIT] + tot[OTHER],
+            host_wait_us=tot[HOST_WAIT], kernel_wait_us=tot[KERNEL_WAIT], other_us=tot[OTHER],
+            n_host_wait=cnt[HOST_WAIT], n_kernel_wait=cnt[KERNEL_WAIT], n_other=cnt[OTHER],
+            n_launched=int(np.count_nonzero(~np.isnan(launch_ts[sel]))),
+        ))
     rows.sort(key=lambda r: (r["device"], r["stream"] if r["stream"] is not None else -1, r["thread"]))
     return rows
 
@@ -206,14 +206,14 @@ def launch_stats(ct: ClassifiedTrace) -> dict | None:
             delay_all[pos:pos + n] = delay
         pos += n
         a = b
-    return {
-        "n_launches": total,
-        "launch_delay_mean_us": float(sums[2] / total), "launch_delay_median_us": float(np.median(delay_all, overwrite_input=True)),
-        "launch_delay_max_us": delay_max,
-        "cpu_duration_mean_us": float(sums[0] / total), "cpu_duration_total_us": float(sums[0]),
-        "device_duration_mean_us": float(sums[1] / total), "device_duration_total_us": float(sums[1]),
-        "n_device_shorter": shorter, "n_long_calls": long_calls, "n_long_delays": long_delays,
-    }
+    return KERNEL_LAUNCHES.row(
+        n_launches=total,
+        launch_delay_mean_us=float(sums[2] / total), launch_delay_median_us=float(np.median(delay_all, overwrite_input=True)),
+        launch_delay_max_us=delay_max,
+        cpu_duration_mean_us=float(sums[0] / total), cpu_duration_total_us=float(sums[0]),
+        device_duration_mean_us=float(sums[1] / total), device_duration_total_us=float(sums[1]),
+        n_device_shorter=shorter, n_long_calls=long_calls, n_long_delays=long_delays,
+    )
 
 
 def trace_idle_causes(ct: ClassifiedTrace) -> dict:

@@ -28,6 +28,7 @@ from .. import intervals
 from ..parsing.ascend_files import step_label
 from ..parsing.ascend_tasks import LANE_PROCESS, LANES
 from ..rows import Field, RowModel, each_capture
+from .breakdown import BREAKDOWN
 from .classify import ClassifiedTrace
 
 BREAKDOWN_FIELDS = ("computing_us", "communication_exposed_us", "overlapped_us", "communication_us", "free_us",
@@ -96,10 +97,11 @@ def breakdown_row(step, comp: tuple, comm: tuple, recv: tuple, copy: tuple | Non
     else:
         lo = hi = None
         e2e = 0.0
-    row = {"step": step_label(step), "computing_us": computing, "communication_exposed_us": exposed,
-           "overlapped_us": communication - exposed, "communication_us": communication, "free_us": e2e - both,
-           "stage_us": e2e - bubble, "bubble_us": bubble, "communication_exposed_exclude_receive_us": exposed - bubble,
-           "preparing_us": (lo - host_start) if lo is not None and host_start is not None else None}
+    row = STEP_BREAKDOWN.row(
+        step=step_label(step), computing_us=computing, communication_exposed_us=exposed,
+        overlapped_us=communication - exposed, communication_us=communication, free_us=e2e - both,
+        stage_us=e2e - bubble, bubble_us=bubble, communication_exposed_exclude_receive_us=exposed - bubble,
+        preparing_us=(lo - host_start) if lo is not None and host_start is not None else None)
     if copy is not None:
         row["memcpy_exposed_us"] = _exposed_copies(copy, lo, hi, np.r_[cs, ks], np.r_[ce, ke]) if lo is not None else 0.0
     return finish_row(row)
@@ -206,9 +208,10 @@ def device_totals(rows: list[dict], n_activities: int | None = None) -> dict | N
     copies = s("memcpy_exposed_us")
     window = s("computing_us") + s("communication_exposed_us") + s("free_us")
     busy = s("computing_us") + s("communication_exposed_us") + copies
-    return {"window_us": window, "busy_us": busy, "compute_us": s("computing_us"), "communication_us": s("communication_us"),
-            "communication_exposed_us": s("communication_exposed_us"), "communication_overlapped_us": s("overlapped_us"),
-            "memcpy_exposed_us": copies, "idle_us": window - busy, "n_activities": n_activities}
+    return BREAKDOWN.row(window_us=window, busy_us=busy, compute_us=s("computing_us"), communication_us=s("communication_us"),
+                         communication_exposed_us=s("communication_exposed_us"),
+                         communication_overlapped_us=s("overlapped_us"), memcpy_exposed_us=copies, idle_us=window - busy,
+                         n_activities=n_activities)
 
 
 # -- rows (rows.py): summary.json captures[*].step_trace[*] and a cluster capture's ranks[*]

@@ -16,6 +16,11 @@ MFU_PREFIX = "perf/mfu/"
 TIMING_PREFIX = "timing_s/"
 
 
+def metric_row(iteration: int, metric: str, value: float) -> dict:
+    """One TRACKER_METRICS row."""
+    return TRACKER_METRICS.row(iteration=iteration, metric=metric, value=value)
+
+
 def read_tracker_file(path: Path) -> dict:
     """I/O: a tracker file -> {"tracker": {"rows": [{iteration, metric, value}], "n_iterations"},
     "warnings"}. A line that is no row is counted and left out, not fatal."""
@@ -37,7 +42,7 @@ def read_tracker_file(path: Path) -> dict:
                 n_bad += 1
                 continue
             n_iter += 1
-            rows += [{"iteration": it, "metric": str(k), "value": x} for k, v in row.items()
+            rows += [metric_row(it, str(k), x) for k, v in row.items()
                      if k != "iteration" and (x := finite_number(v)) is not None]
     if not n_iter:
         raise ValueError(f"no iteration rows in the tracker file ({n_bad} unreadable line(s))")
@@ -65,8 +70,8 @@ def with_peak(rows: list[dict], peak_tflops: float) -> tuple[list[dict], int]:
             stage = key[len(TIMING_PREFIX):] if key.startswith(TIMING_PREFIX) and key != "timing_s/iteration" else None
             if stage and seconds > 0:
                 flops = m["perf/tokens"] * flops_per_token(stage, int(m["perf/model_parameters"]))
-                out.append({"iteration": it, "metric": MFU_PREFIX + stage, "value": flops / (seconds * peak_tflops * 1e12)})
-        out.append({"iteration": it, "metric": "perf/peak_tflops", "value": float(peak_tflops)})
+                out.append(metric_row(it, MFU_PREFIX + stage, flops / (seconds * peak_tflops * 1e12)))
+        out.append(metric_row(it, "perf/peak_tflops", float(peak_tflops)))
     return out, sum(1 for m in by_it.values() if not _can_recompute(m))
 
 
