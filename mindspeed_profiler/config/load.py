@@ -1,14 +1,16 @@
-"""Loading: a YAML path, a dict or an OmegaConf/Hydra DictConfig -> the `profiler_config` block
-(found in a whole training YAML, or another framework's settings translated: dialects/) -> the
-overrides applied (each parsed once; in a verl or RLinf YAML, those in its own keys go to its YAML)
--> validated. `load_config` is the one entry point: the CLI's check-config calls it too."""
+"""Loading, in one pass (`_load` shows it): the overrides parsed -> the source read as plain data
+(a YAML path, a dict, an OmegaConf/Hydra DictConfig or a ProfilerConfig; converted once) -> whose
+layout it is, detected once (dialects.detect) -> the overrides written in another framework's own
+keys applied to its data -> our `profiler_config` block, translated from that framework's settings
+or found in a whole training YAML -> copied once and our overrides applied -> validated.
+`load_config` is the one entry point: the CLI's check-config calls it too."""
 from __future__ import annotations
 
 import difflib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from mindspeed_profiler import yaml_bounded
 from mindspeed_profiler.config import dialects
@@ -42,6 +44,9 @@ def load_yaml(path: Path) -> Any:
 
 
 def read_source(source: Any) -> tuple[Any, str]:
+    """(the source as plain data, where it came from for messages)."""
+    if isinstance(source, ProfilerConfig):
+        return source.to_dict(), "<ProfilerConfig>"
     if isinstance(source, (bytes, bytearray)) or (isinstance(source, os.PathLike) and isinstance(os.fspath(source), bytes)):
         raise ProfilerConfigError([(repr(source)[:200], "expected a path as text (str), not bytes")])
     if isinstance(source, (str, os.PathLike)):
@@ -65,17 +70,18 @@ def read_source(source: Any) -> tuple[Any, str]:
     return to_container(source), "<dict>"
 
 
-def find_our_block(data: Any, origin: str) -> dict[str, Any]:
-    """Locate the profiler_config block in a whole training YAML, the block itself, or a bare section."""
+def find_our_block(data: Any, origin: str, layout: dialects.Layout | None = None) -> dict[str, Any]:
+    """Our block from a whole training YAML, the block itself, a bare section, or another framework's
+    settings (translated, notes reported); `layout`: `dialects.detect(data)`, when known."""
     if data is None:
         return {}
     if not isinstance(data, Mapping):
         raise ProfilerConfigError([(origin, f"got {describe(data)} at the top level; expected a mapping")])
-    translated = dialects.find_block(data)   # verl / RLinf / MindSpeed-RL spellings, notes reported
+    translated = dialects.report((layout or dialects.detect(data)).translate(data))
     if translated is not None:
         return translated
     if ROOT_KEY in data:
-        block = to_container(data[ROOT_KEY])
+        block = data[ROOT_KEY]
         if block is None:
             return {}
         if not isinstance(block, Mapping):
@@ -175,15 +181,12 @@ def shown(text: str, n: int = 120) -> str:
     return text if len(text) <= n else text[:n] + "..."
 
 
-def apply_override(block: dict[str, Any], parts: list[str], value: Any) -> None:
-    node = block
-    for part in parts[:-1]:
-        child = node.get(part)
-        if not isinstance(child, dict):
-            child = dict(child) if isinstance(child, Mapping) else {}
-            node[part] = child
-        node = child
-    node[parts[-1]] = value
+def with_override(node: Any, parts: Sequence[str], value: Any) -> dict[str, Any]:
+    """`node` with `value` at the dotted key `parts` (a non-mapping on the way becomes a mapping);
+    only the mappings along the path are copied: `node` itself, perhaps the caller's, is unchanged."""
+    out = dict(node) if isinstance(node, Mapping) else {}
+    out[parts[0]] = value if len(parts) == 1 else with_override(out.get(parts[0]), parts[1:], value)
+    return out
 
 
 def load_config(source: Any = None, overrides: Iterable[str] = (), *, check_paths: bool = True) -> ProfilerConfig:
@@ -203,33 +206,36 @@ def load_config(source: Any = None, overrides: Iterable[str] = (), *, check_path
 
 
 def _load(source: Any, overrides: Any, check_paths: bool) -> ProfilerConfig:
+    """The pipeline: each step takes the previous one's result."""
     parsed = parse_overrides(overrides)
-    if isinstance(source, ProfilerConfig):
-        block: dict[str, Any] = source.to_dict()[ROOT_KEY]
-    else:
-        data, origin = read_source(source)
-        data, parsed = _apply_theirs(data, parsed)
-        block = deep_copy(find_our_block(data, origin))
-    for o in parsed:
-        apply_override(block, o.block_parts, o.value)
+    data, origin = read_source(source)
+    layout = dialects.detect(data)
+    theirs, ours = split_parsed(layout, parsed)
+    data = apply_theirs(data, theirs)
+    block = deep_copy(find_our_block(data, origin, layout))   # the one copy: validate() keeps nothing of the caller's
+    for o in ours:
+        block = with_override(block, o.block_parts, o.value)
     return validate(block, check_paths=check_paths)
 
 
-def _apply_theirs(data: Any, parsed: list[Override]) -> tuple[Any, list[Override]]:
-    """For a verl / RLinf YAML: a copy with the overrides written in its own keys applied (before it
-    is translated), and the overrides left for our block; any other data as it is, with all of them."""
-    theirs = [o for o in parsed if not o.ours]
-    if not theirs or not dialects.foreign_layout(data):
-        return data, parsed
-    data = deep_copy(data)
+def split_parsed(layout: dialects.Layout, parsed: list[Override]) -> tuple[list[Override], list[Override]]:
+    """(the overrides written in the framework's own keys, for its data; those for our block). Only
+    a verl or RLinf layout has keys of its own: for any other, all of them address our block."""
+    if not layout.foreign:
+        return [], parsed
+    return [o for o in parsed if not o.ours], [o for o in parsed if o.ours]
+
+
+def apply_theirs(data: Any, theirs: Sequence[Override]) -> Any:
+    """`data` with the overrides in its own keys set (before it is translated); `data` is unchanged."""
     for o in theirs:
-        apply_override(data, list(o.parts), o.value)
-    return data, [o for o in parsed if o.ours]
+        data = with_override(data, o.parts, o.value)
+    return data
 
 
 def split_overrides(data: Any, overrides: Iterable[str]) -> tuple[Any, list[str]]:
     """(Kept for callers of the old two-step loading; load_config does this itself.) For a verl or
     RLinf config: a copy of it with the overrides written in its own keys applied, and the texts of
     the overrides that address our block."""
-    data, ours = _apply_theirs(data, parse_overrides(overrides))
-    return data, [o.text for o in ours]
+    theirs, ours = split_parsed(dialects.detect(data), parse_overrides(overrides))
+    return apply_theirs(data, theirs), [o.text for o in ours]

@@ -18,31 +18,34 @@ framework's own terms is a `ProfilerConfigError` naming the framework's key, all
 - RLinf: `cluster.tracer` (enable, output_file) becomes `tracer`, `cluster.profiling` (or a profile
   preset file on its own) becomes `system`, its 0-based steps counted from 1.
 
-`load_config` (config/load.py) calls `find_block` where it looks for the block: the notes go to the
-`mindspeed_profiler.config` logger, or to `collect_notes()` (which check-config prints). One module
-per framework: verl.py, rlinf.py; reader.py reads any of them.
+`load_config` (config/load.py) calls `detect` once, on the data as given (its `Layout` says whose
+layout it is and where their settings are), applies the overrides written in the framework's own
+keys, then `Layout.translate` and `report`: the notes go to the `mindspeed_profiler.config` logger,
+or to `collect_notes()` (which check-config prints). One module per framework: verl.py, rlinf.py;
+reader.py reads any of them.
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
 import logging
+from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
-from mindspeed_profiler.config.containers import to_container
 from mindspeed_profiler.config.dialects.reader import DIALECT_TITLES, STAGES_KEY, Note, Translation, is_mapping
-from mindspeed_profiler.config.dialects.rlinf import from_rlinf, rlinf_cluster
-from mindspeed_profiler.config.dialects.verl import from_verl, is_verl, verl_bare
+from mindspeed_profiler.config.dialects.rlinf import from_rlinf, rlinf_shape, rlinf_view
+from mindspeed_profiler.config.dialects.verl import from_verl, verl_shape, verl_view
 from mindspeed_profiler.config.errors import ROOT_KEY
 
-__all__ = ["Translation", "translate", "translate_kind", "find_block", "collect_notes", "foreign_layout", "DIALECT_TITLES"]
+__all__ = ["Layout", "Translation", "detect", "translate", "translate_kind", "find_block", "report", "collect_notes",
+           "foreign_layout", "DIALECT_TITLES"]
 
 log = logging.getLogger("mindspeed_profiler.config")
 
 def _with_declared_stages(data: Mapping[str, Any]) -> Translation | None:
     """profiler_config.register_stages (where MindSpeed-RL's loader, which reads only `integrated`,
     never looks) moved into `integrated`; None when there is nothing to move."""
-    block = to_container(data[ROOT_KEY])
+    block = data[ROOT_KEY]
     if not is_mapping(block) or STAGES_KEY not in block:
         return None
     block = dict(block)
@@ -74,31 +77,64 @@ def _foreign_parts(data: Mapping[str, Any]) -> list[Note]:
     return notes
 
 
+def _with_our_block(data: Mapping[str, Any]) -> Translation | None:
+    """A YAML with profiler_config: register_stages moved, and the other frameworks' blocks noted
+    as not read; None when there is nothing to move or note."""
+    moved = _with_declared_stages(data)
+    notes = tuple(_foreign_parts(data))
+    if moved is None and not notes:
+        return None
+    if moved is None:
+        block = data[ROOT_KEY]
+        if not is_mapping(block):
+            return None
+        moved = Translation("mindspeed_rl", dict(block), ())
+    return Translation(moved.dialect, moved.block, notes)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Whose layout a config's data has, decided once by `detect`: `dialect` is "verl" or "rlinf"
+    (their keys; `shape` says where their settings are), "mindspeed_rl" (a profiler_config block),
+    or None (ours, or no framework's)."""
+
+    dialect: str | None = None
+    shape: str = ""
+
+    @property
+    def foreign(self) -> bool:
+        """Whether overrides written in the framework's own keys apply to its data."""
+        return self.dialect in ("verl", "rlinf")
+
+    def translate(self, data: Any) -> Translation | None:
+        """`data` (of this layout; the framework's overrides applied) as our block, or None when it
+        needs nothing."""
+        if self.dialect == "verl":
+            return from_verl(*verl_view(self.shape, data))
+        if self.dialect == "rlinf":
+            return from_rlinf(data, *rlinf_view(self.shape, data))
+        if self.dialect == "mindspeed_rl":
+            return _with_our_block(data)
+        return None
+
+
+def detect(data: Any) -> Layout:
+    """The layout of `data` (plain data): a profiler_config block wins, then verl's, then RLinf's."""
+    if not is_mapping(data):
+        return Layout()
+    if ROOT_KEY in data:
+        return Layout("mindspeed_rl")
+    shape = verl_shape(data)
+    if shape is not None:
+        return Layout("verl", shape)
+    shape = rlinf_shape(data)
+    return Layout("rlinf", shape) if shape is not None else Layout()
+
+
 def translate(data: Any) -> Translation | None:
     """The framework's settings in `data` (a whole training YAML or its profiler blocks, plain data)
     as our block, or None when `data` is ours (or no framework's) and needs nothing."""
-    if not is_mapping(data):
-        return None
-    if ROOT_KEY in data:
-        moved = _with_declared_stages(data)
-        notes = tuple(_foreign_parts(data))
-        if moved is None and not notes:
-            return None
-        if moved is None:
-            block = to_container(data[ROOT_KEY])
-            if not is_mapping(block):
-                return None
-            moved = Translation("mindspeed_rl", dict(block), ())
-        return Translation(moved.dialect, moved.block, notes)
-    bare = verl_bare(data)
-    if bare is not None:
-        return from_verl(*bare)
-    if is_verl(data):
-        return from_verl(data)
-    cluster = rlinf_cluster(data)
-    if cluster is not None:
-        return from_rlinf(data, *cluster)
-    return None
+    return detect(data).translate(data)
 
 
 _collector: contextvars.ContextVar[list | None] = contextvars.ContextVar("mindspeed_profiler_dialect_notes", default=None)
@@ -115,9 +151,8 @@ def collect_notes() -> Iterator[list[tuple[str, str, str]]]:
         _collector.reset(token)
 
 
-def find_block(data: Any) -> dict[str, Any] | None:
-    """config.py's hook: our block for a framework's config (its notes reported), else None."""
-    found = translate(data)
+def report(found: Translation | None) -> dict[str, Any] | None:
+    """A translation's notes reported (to `collect_notes()` within it, else logged); its block."""
     if found is None:
         return None
     sink = _collector.get()
@@ -129,15 +164,18 @@ def find_block(data: Any) -> dict[str, Any] | None:
     return found.block
 
 
+def find_block(data: Any) -> dict[str, Any] | None:
+    """Our block for a framework's config (its notes reported), else None."""
+    return report(translate(data))
+
+
 def translate_kind(data: Mapping[str, Any]) -> str | None:
     """Which framework's layout `data` has ('verl', 'rlinf'), without translating it."""
-    if verl_bare(data) is not None or is_verl(data):
+    if verl_shape(data) is not None:
         return "verl"
-    if rlinf_cluster(data) is not None:
-        return "rlinf"
-    return None
+    return "rlinf" if rlinf_shape(data) is not None else None
 
 
 def foreign_layout(data: Any) -> bool:
     """Whether `data` is a verl or RLinf config without our block (overrides in its own keys apply to it)."""
-    return is_mapping(data) and ROOT_KEY not in data and translate_kind(data) is not None
+    return detect(data).foreign

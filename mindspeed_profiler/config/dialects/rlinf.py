@@ -16,20 +16,34 @@ RLINF_PROFILING_KEYS = ("backend", "enabled", "worker_groups", "steps", "output_
 RLINF_TRACE_FILE = "trace_events.jsonl"
 
 
-def rlinf_cluster(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], str] | None:
-    """(the mapping holding RLinf's tracer / profiling, how their keys are named): `cluster` of a
-    training YAML, a cluster block itself, or a profile preset file (the profiling block alone)."""
+def rlinf_shape(data: Mapping[str, Any]) -> str | None:
+    """Where RLinf's tracer / profiling are in `data`, decided once (load_config applies the
+    overrides in RLinf's keys before `rlinf_view` reads them): "cluster" (a training YAML's
+    `cluster`), "defaults" (only Hydra defaults fill cluster.profiling), "top" (a cluster block
+    itself), "preset" (a profile preset file: the profiling block alone); None when not RLinf's."""
     cluster = data.get("cluster")
     if is_mapping(cluster) and ({"tracer", "profiling"} & set(cluster) or _rlinf_defaults(data)):
-        return cluster, "cluster."
+        return "cluster"
     if _rlinf_defaults(data):
-        return {}, "cluster."
+        return "defaults"
     if is_mapping(data.get("profiling")) or (is_mapping(data.get("tracer")) and "output_file" in data["tracer"]):
-        return data, ""
+        return "top"
     keys = set(data)
     if "backend" in keys and keys <= set(RLINF_PROFILING_KEYS) and keys - set(INTEGRATED_FIELDS):
-        return {"profiling": data}, "preset"   # ({backend: ...} alone stays a bare integrated section)
+        return "preset"   # ({backend: ...} alone stays a bare integrated section)
     return None
+
+
+def rlinf_view(shape: str, data: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
+    """(the mapping holding RLinf's tracer / profiling, how their keys are named) for that shape."""
+    if shape == "cluster":
+        cluster = data.get("cluster")
+        return (cluster if is_mapping(cluster) else {}), "cluster."
+    if shape == "defaults":
+        return {}, "cluster."
+    if shape == "top":
+        return data, ""
+    return {"profiling": data}, "preset"
 
 
 def _rlinf_defaults(data: Mapping[str, Any]) -> list[str]:

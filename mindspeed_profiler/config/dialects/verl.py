@@ -61,27 +61,42 @@ def _plain_get(node: Any, dotted: str) -> Any:
     return node
 
 
-def verl_bare(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], Note | None] | None:
-    """A verl `global_profiler` body, one role's `profiler` body (a role config file such as verl's
-    actor.yaml has it at its top), or a top-level `profiler` holding steps (how verl's Nsight page
-    writes global_profiler), as a trainer config, with a note saying how it was read; else None."""
+def verl_shape(data: Mapping[str, Any]) -> str | None:
+    """Where verl's settings are in `data`, decided once (load_config applies the overrides in verl's
+    keys before `verl_view` reads them): "trainer" (a trainer config), "global" (a `global_profiler`
+    body), "role" (one role's `profiler` body: a role config file such as verl's actor.yaml has it at
+    its top), "profiler_global" / "profiler_role" (a top-level `profiler`: with steps, how verl's
+    Nsight page writes global_profiler; else a role config's); None when it is not verl's."""
     keys = {k for k in data if k != "_target_"}
-    if not keys or keys & set(SECTIONS):
-        return None
-    if keys <= set(VERL_GLOBAL_KEYS) and keys & {"tool", "profile_continuous_steps", "global_tool_config"} and \
-            not keys & {"enable", "all_ranks", "ranks", "tool_config"}:
+    if keys and not keys & set(SECTIONS):
+        if keys <= set(VERL_GLOBAL_KEYS) and keys & {"tool", "profile_continuous_steps", "global_tool_config"} and \
+                not keys & {"enable", "all_ranks", "ranks", "tool_config"}:
+            return "global"
+        if keys <= set(VERL_ROLE_KEYS) and keys & {"tool_config", "all_ranks"}:
+            return "role"
+        body = data.get("profiler")
+        if is_mapping(body) and not is_mapping(data.get("global_profiler")):
+            if "steps" in body:
+                return "profiler_global"
+            if set(body) <= set(VERL_ROLE_KEYS) and set(body) & {"tool_config", "all_ranks", "enable"}:
+                return "profiler_role"
+    return "trainer" if is_verl(data) else None
+
+
+def verl_view(shape: str, data: Mapping[str, Any]) -> tuple[Mapping[str, Any], Note | None]:
+    """`data` of that shape as a trainer config, with a note saying how a bare form was read."""
+    if shape == "global":
         return {"global_profiler": data}, None
-    if keys <= set(VERL_ROLE_KEYS) and keys & {"tool_config", "all_ranks"}:
+    if shape == "role":
         return {"actor_rollout_ref": {"actor": {"profiler": data}}}, ("(top level)", "a role's profiler block alone: read as "
                                                                                      "actor_rollout_ref.actor.profiler")
-    body = data.get("profiler")
-    if is_mapping(body) and not is_mapping(data.get("global_profiler")):
-        if "steps" in body:
-            return {"global_profiler": body}, ("profiler", "verl's trainer has no top-level profiler: read as global_profiler")
-        if set(body) <= set(VERL_ROLE_KEYS) and set(body) & {"tool_config", "all_ranks", "enable"}:
-            return {"actor_rollout_ref": {"actor": {"profiler": body}}}, ("profiler", "a role config's profiler: read as "
-                                                                                      "actor_rollout_ref.actor.profiler")
-    return None
+    if shape == "profiler_global":
+        return {"global_profiler": data.get("profiler")}, ("profiler", "verl's trainer has no top-level profiler: read as "
+                                                                       "global_profiler")
+    if shape == "profiler_role":
+        return {"actor_rollout_ref": {"actor": {"profiler": data.get("profiler")}}}, \
+            ("profiler", "a role config's profiler: read as actor_rollout_ref.actor.profiler")
+    return data, None
 
 
 def from_verl(data: Mapping[str, Any], read_as: Note | None = None) -> Translation:
