@@ -32,11 +32,11 @@ def critical_path(spans: list[dict], lo: float, hi: float) -> list[dict]:
             break
         end, start, i = best
         s = spans[i]
-        link = {"stage": s["stage"], "worker": s["worker"], "start_us": start, "dur_us": end - start,
-                "wait_before_end_us": cur - end}
+        link = CRITICAL_PATH.row(stage=s["stage"], worker=s["worker"], start_us=start, dur_us=end - start,
+                                 wait_before_end_us=cur - end)
         inner = _latest_enclosed(spans, s)
         if inner is not None:
-            link["inner"] = {"stage": inner["stage"], "worker": inner["worker"], "dur_us": inner["dur"]}
+            link["inner"] = CRITICAL_PATH.part("inner", stage=inner["stage"], worker=inner["worker"], dur_us=inner["dur"])
         chain.append(link)
         cur = start
     chain.reverse()

@@ -57,9 +57,9 @@ def capture_samples(c: dict) -> tuple[list[float], str]:
 
 def _row(source: str, stage, rank, role, metric: str, samples: list[float], path: str, n_captures: int | None = None,
          value: float | None = None) -> dict:
-    row = {"source": source, "stage": stage, "rank": rank, "role": role, "metric": metric,
-           "value_us": statistics.median(samples) if value is None else value, "n": len(samples),
-           "spread_us": spread(samples), "path": path}
+    row = STAGE_RANK.row(source=source, stage=stage, rank=rank, role=role, metric=metric,
+                         value_us=statistics.median(samples) if value is None else value, n=len(samples),
+                         spread_us=spread(samples), path=path)
     if n_captures is not None:
         row["n_captures"] = n_captures
     return row
@@ -78,14 +78,14 @@ def stage_rank_rows(captures: list[dict]) -> list[dict]:
                 per_rank.setdefault((c.get("stage") or "all", c.get("role"), c["rank"], metric), []).append((samples, c["path"]))
         elif c.get("timeline"):
             for r in c["timeline"]["stage_worker"]:
-                rows.append({"source": "timeline", "stage": r["stage"], "rank": r["worker"], "role": r["role"],
-                             "metric": "median_span_us", "value_us": r["median_us"], "n": r["count"],
-                             "spread_us": r.get("spread_us", 0.0), "path": c["path"]})
+                rows.append(STAGE_RANK.row(source="timeline", stage=r["stage"], rank=r["worker"], role=r["role"],
+                                           metric="median_span_us", value_us=r["median_us"], n=r["count"],
+                                           spread_us=r.get("spread_us", 0.0), path=c["path"]))
         elif c["kind"] == "cluster":
             for r in c["ranks"]:
-                rows.append({"source": "cluster", "stage": "step", "rank": r["rank"], "role": None,
-                             "metric": "computing_us", "value_us": r.get("computing_us", 0.0), "n": None,
-                             "spread_us": None, "path": c["path"]})
+                rows.append(STAGE_RANK.row(source="cluster", stage="step", rank=r["rank"], role=None,
+                                           metric="computing_us", value_us=r.get("computing_us", 0.0), n=None,
+                                           spread_us=None, path=c["path"]))
     for (stage, role, rank, metric), caps in per_rank.items():
         samples = [x for s, _ in caps for x in s]
         path = caps[0][1] if len(caps) == 1 else f"{len(caps)} captures"
@@ -125,9 +125,9 @@ def slow_ranks(rows: list[dict], threshold: float = 1.2) -> list[dict]:
         for r in rs:
             ratio = r["value_us"] / med if med > 0 else 0.0
             flagged, reason = _verdict(r, med, group_spread, ratio, threshold, timeline_stages)
-            row = {"source": source, "stage": stage, "metric": metric, "rank": r["rank"], "role": r["role"],
-                   "value_us": r["value_us"], "median_us": med, "ratio": ratio, "n": r.get("n"),
-                   "flagged": flagged, "reason": reason}
+            row = SLOW_RANKS.row(source=source, stage=stage, metric=metric, rank=r["rank"], role=r["role"],
+                                 value_us=r["value_us"], median_us=med, ratio=ratio, n=r.get("n"),
+                                 flagged=flagged, reason=reason)
             if run_id is not None:
                 row["run_id"] = run_id
             out.append(row)

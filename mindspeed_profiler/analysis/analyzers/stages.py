@@ -97,9 +97,9 @@ def analyse_timeline(trace: dict) -> dict:
         by_stage: dict[str, dict] = {}
         for name in sorted({s["stage"] for s in inside}):
             m = np.array([s["stage"] == name for s in inside], dtype=bool)
-            by_stage[name] = {"total_us": float(np.sum(en[m] - st[m])), "wall_us": intervals.union_length(st[m], en[m]),
-                              "count": int(m.sum()),
-                              "first_start_us": float(st[m].min() - lo), "last_end_us": float(en[m].max() - lo)}
+            by_stage[name] = TIMELINE_STAGES.row(
+                total_us=float(np.sum(en[m] - st[m])), wall_us=intervals.union_length(st[m], en[m]), count=int(m.sum()),
+                first_start_us=float(st[m].min() - lo), last_end_us=float(en[m].max() - lo))
         covered = intervals.union_length(st, en)
         # time where two or more different stages run at once
         overlap = intervals.multi_covered_length(
@@ -110,11 +110,11 @@ def analyse_timeline(trace: dict) -> dict:
             m = np.array([s["worker"] == wk for s in inside], dtype=bool)
             idle[wk] = (hi - lo) - intervals.union_length(st[m], en[m])
         prof_us, prof_alone_us = _profiler_time(prof, lo, hi, st, en)
-        per_iter.append({"iteration": w["iteration"], "start_us": lo - t0, "dur_us": hi - lo,
-                         "stages": by_stage, "stage_covered_us": covered, "overlap_us": overlap,
-                         "no_stage_us": (hi - lo) - covered, "profiler_us": prof_us,
-                         "profiler_no_stage_us": prof_alone_us, "idle_per_worker_us": idle,
-                         "critical_path": critical_path(inside, lo, hi)})
+        per_iter.append(ITERATIONS.row(iteration=w["iteration"], start_us=lo - t0, dur_us=hi - lo,
+                                       stages=by_stage, stage_covered_us=covered, overlap_us=overlap,
+                                       no_stage_us=(hi - lo) - covered, profiler_us=prof_us,
+                                       profiler_no_stage_us=prof_alone_us, idle_per_worker_us=idle,
+                                       critical_path=critical_path(inside, lo, hi)))
     # stage x worker table over the whole timeline
     table: dict[tuple, dict] = {}
     for s in stages:
@@ -174,7 +174,7 @@ _TOTAL = Field("total_us", "us", "summed span time")
 ITERATIONS = RowModel(
     "iterations", "iteration of the timeline", "timeline.iterations[*]", table="timeline_iterations",
     method="iterations", per_capture=False, primary="iteration", conflict="REPLACE", open_row=True,
-    select=_iteration_rows, fields=(
+    holds=("stages", "idle_per_worker_us", "critical_path"), select=_iteration_rows, fields=(
         _ITERATION, _START, Field("dur_us", "us", "the iteration's duration"),
         Field("stage_covered_us", "us", "time covered by any stage span"),
         Field("overlap_us", "us", "time with two or more different stages running"),
