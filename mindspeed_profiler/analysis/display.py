@@ -5,21 +5,38 @@ stay with each renderer."""
 from __future__ import annotations
 
 import math
-from typing import Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 from mindspeed_profiler.formats import is_train_stage
 
 from .analyzers.critical_path import path_text
 from .analyzers.tracker_metrics import MFU_PREFIX
 from .questions import COMMUNICATION, SLOW_RANKS, STEP_BREAKDOWN, TRACKER_METRICS
-from .rows import int64
+from .rows import Field, RowModel, UnknownField, int64
 
 # the step_breakdown fields both renderers show, in their column order
 BREAKDOWN_CELLS = ("computing_us", "communication_exposed_us", "overlapped_us", "free_us", "bubble_us", "preparing_us",
                    "stage_us")
 
-__all__ = ["BREAKDOWN_CELLS", "path_text", "short", "pct", "slow_ranks", "capture_worker", "capture_label", "comm_shares", "by_text",
+__all__ = ["BREAKDOWN_CELLS", "field", "path_text", "short", "pct", "slow_ranks", "capture_worker", "capture_label", "comm_shares", "by_text",
            "step_breakdown", "communication", "IterationMetric", "TrackerIterations", "tracker_iterations"]
+
+
+_BY_NAME: dict[int, tuple[RowModel, dict[str, Field]]] = {}   # id(model) -> its fields by name and older name
+
+
+def field(model: RowModel, raw: Any, name: str) -> Any:
+    """The value of `model`'s field `name` (or an older name of it) in a raw summary row: the
+    field's path followed (None where it is missing). A name the model does not declare raises
+    UnknownField: the renderers read rows through their models, never by a key of their own."""
+    got = _BY_NAME.get(id(model))
+    if got is None or got[0] is not model:
+        got = _BY_NAME[id(model)] = (model, {n: f for f in model.fields for n in (f.name, *f.aliases)})
+    f = got[1].get(name)
+    if f is None:
+        raise UnknownField(f"row model {model.question!r}: {name!r} is not a field of it; declared: "
+                           f"{', '.join(sorted(got[1]))}")
+    return f.get(raw)
 
 
 def short(text, n: int) -> str:
