@@ -51,7 +51,7 @@ def profiler_start(cfg: Any, role: str = "integrated", profiler_iteration: int |
     return _StageShot(IntegratedProfiler(cfg, worker_role, iteration_spans=False, **kwargs), role, profiler_iteration)
 
 
-def profiler_step(profiler: Any) -> None:
+def profiler_step(profiler: IntegratedProfiler | _StageShot | None) -> None:
     """MindSpeed-style step: no-op on None."""
     if profiler is not None:
         profiler.step()

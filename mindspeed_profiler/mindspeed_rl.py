@@ -175,7 +175,7 @@ def _worker_role(cfg_role: str) -> str:
     return actor_role(default=cfg_role)
 
 
-def profiler_step(profiler: Any) -> None:
+def profiler_step(profiler: IntegratedProfiler | _StageShot | None) -> None:
     """MindSpeed-RL's profiler_step: step (a stage capture: end) the profiler; a no-op on None."""
     if profiler:
         profiler.step()

@@ -24,24 +24,41 @@ stops the step. Imports nothing of the package but the warn-once helper.
 """
 from __future__ import annotations
 
-from typing import Any, ContextManager
+from typing import Any, ContextManager, Protocol
 
 from mindspeed_profiler._warn import warn_once
+
+class ObservedProfiler(Protocol):
+    """What an observer may read of the profiler it is told about (IntegratedProfiler has all of
+    it): the types of the `profiler` parameters below."""
+
+    role: str
+    model_size: Any   # metrics.ModelSize or None, from set_model()
+
+    @property
+    def iteration(self) -> int | None: ...
+
+    @property
+    def step_counts(self) -> dict[str, int]: ...
+
+    @property
+    def iteration_window(self) -> tuple[float | None, float | None]: ...
+
 
 class Observer:
     """The observer protocol, each method a no-op: subclass and override what you need."""
 
-    def started(self, profiler: Any, iteration: int) -> None:
+    def started(self, profiler: ObservedProfiler, iteration: int) -> None:
         """`profiler` started: iteration `iteration` begins."""
 
-    def stage(self, profiler: Any, name: str) -> ContextManager[Any] | None:
+    def stage(self, profiler: ObservedProfiler, name: str) -> ContextManager[Any] | None:
         """A call of stage `name` begins: a context manager to hold around it, or None."""
         return None
 
-    def step(self, profiler: Any, iteration: int) -> None:
+    def step(self, profiler: ObservedProfiler, iteration: int) -> None:
         """The previous iteration ended, `iteration` begins."""
 
-    def stopped(self, profiler: Any, iteration: int | None) -> None:
+    def stopped(self, profiler: ObservedProfiler, iteration: int | None) -> None:
         """Iteration `iteration` ends and `profiler` stops."""
 
 
@@ -68,7 +85,7 @@ def _failed(observer: Any, method: str, exc: Exception) -> None:
               observer, method, type(exc).__name__, exc)
 
 
-def notify(listeners: list[Any], method: str, profiler: Any, iteration: int | None) -> None:
+def notify(listeners: list[Any], method: str, profiler: ObservedProfiler, iteration: int | None) -> None:
     """Call `method` ("started", "step" or "stopped") of every observer in `listeners`."""
     for obs in list(listeners):
         try:
@@ -81,7 +98,7 @@ def notify(listeners: list[Any], method: str, profiler: Any, iteration: int | No
             _failed(obs, method, exc)
 
 
-def enter_stage(listeners: list[Any], profiler: Any, name: str, entered: list[Any] | None = None) -> list[Any] | None:
+def enter_stage(listeners: list[Any], profiler: ObservedProfiler, name: str, entered: list[Any] | None = None) -> list[Any] | None:
     """Enter the stage context of every observer in `listeners` that gives one; returns `entered`
     with them appended (a new list only when one is entered: a stage call with idle observers
     allocates nothing), for exit_stage to leave in reverse order."""

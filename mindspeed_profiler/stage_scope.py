@@ -1,17 +1,22 @@
-"""`with prof.stage(name)`: what entering and leaving one RL stage does in a profiler, in order (the
-stage name in STATE, the capture of a selected call, the observers' stage contexts, the tracer's
-stage span, the stage's range inside a running capture) and the reverse on the way out.
-IntegratedProfiler.stage() returns one; it reads and drives the profiler it is given (profiler.py).
+"""`with prof.stage(name)`: what entering and leaving one RL stage does in a profiler, in the order
+runtime/boundary.py declares (STAGE_ENTRY: the stage name in STATE, the capture of a selected call,
+the observers' stage contexts, the tracer's stage span, the stage's range inside a running capture)
+and the reverse on the way out. IntegratedProfiler.stage() returns one; it drives the profiler
+through its public interface (runtime/protocols.py's StageHost) and its captures
+(runtime/captures.py).
 """
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mindspeed_profiler import formats, observers
-from mindspeed_profiler import stages as _stages
 from mindspeed_profiler._state import STATE
 from mindspeed_profiler.backends import Backend
+from mindspeed_profiler.runtime.boundary import stage_runners
+
+if TYPE_CHECKING:
+    from mindspeed_profiler.runtime.protocols import StageHost
 
 
 class StageScope:
@@ -20,50 +25,67 @@ class StageScope:
 
     __slots__ = ("p", "name", "prev", "span", "cap", "rng", "subs")
 
-    def __init__(self, p: Any, name: str):   # p: the IntegratedProfiler (not imported: it imports this module)
+    def __init__(self, p: StageHost, name: str):
         self.p, self.name = p, name
         self.span = self.cap = self.rng = self.subs = None
 
     def __enter__(self) -> "StageScope":
-        p, name = self.p, self.name
-        self.prev = STATE.stage
-        STATE.stage = name
-        p._iter_busy = True
-        if p.enabled and p._running:
-            if name not in p._known_stages and not _stages.is_stage(name):
-                p._warn(("stage", name), "stage %r is not registered (register_stage(%r) lets configs select it)", name, name)
-            p._known_stages.add(name)
-            it = p._iteration
-            if p.plan.stage_call_recorded(name, it):
-                call = p._stage_calls[name] = p._stage_calls.get(name, 0) + 1
-                self.cap = p._open_capture(name, it, it, 0, 0, call)
-        if p._running:
-            # after the capture started (a running on-demand capture sees the stage too)
-            if observers.ITERATION_LISTENERS:
-                self.subs = observers.enter_stage(observers.ITERATION_LISTENERS, p, name)
-            if p.observers:
-                self.subs = observers.enter_stage(p.observers, p, name, self.subs)
-        # the stage's timeline span opens after the capture started and closes before it is
-        # exported, so the timeline shows the stage's own time and the profiler's cost beside it
-        if STATE.tracer is not None and p._request_id is None:
-            self.span = p._tracer_enter(name, formats.CAT_STAGE, {"stage": name, "iteration": p._iteration})
-        if p.enabled and p._running and STATE.capture_active:
-            self.rng = _stage_range(p.backend, name)
+        _enter(self)
         return self
 
     def __exit__(self, *exc: Any) -> bool:
-        if self.rng is not None:
-            impl, token = self.rng
-            with contextlib.suppress(Exception):
-                impl.end(token, "default")
-        if self.span is not None:
-            self.p._tracer_exit(self.span)
-        if self.subs:
-            observers.exit_stage(self.subs, exc)
-        if self.cap is not None:
-            self.p._close(self.cap)
-        STATE.stage = self.prev
+        _exit(self, exc)
         return False
+
+    # ------------------------------------------------------------------ the entry, in STAGE_ENTRY's order
+
+    def _stage_name(self) -> None:
+        self.prev = STATE.stage
+        STATE.stage = self.name
+        self.p.iteration_busy = True
+
+    # (each called only when runtime/boundary.py's GUARDS say it has something to do)
+
+    def _stage_capture(self) -> None:
+        p = self.p
+        self.cap = p.capturing.stage_call(self.name, p.iteration)
+
+    def _stage_observers(self) -> None:
+        p = self.p
+        if observers.ITERATION_LISTENERS:
+            self.subs = observers.enter_stage(observers.ITERATION_LISTENERS, p, self.name)
+        if p.observers:
+            self.subs = observers.enter_stage(p.observers, p, self.name, self.subs)
+
+    def _stage_span(self) -> None:
+        p = self.p
+        self.span = p.spans.enter(self.name, formats.CAT_STAGE, {"stage": self.name, "iteration": p.iteration})
+
+    def _stage_range(self) -> None:
+        self.rng = _stage_range(self.p.backend, self.name)
+
+    # ------------------------------------------------------------------ the exit: each undoes its entry
+    # (runtime/boundary.py's GUARDS call each only when its entry left something to undo)
+
+    def _undo_stage_range(self, exc: Any) -> None:
+        impl, token = self.rng
+        with contextlib.suppress(Exception):
+            impl.end(token, "default")
+
+    def _undo_stage_span(self, exc: Any) -> None:
+        self.p.spans.exit(self.span)
+
+    def _undo_stage_observers(self, exc: Any) -> None:
+        observers.exit_stage(self.subs, exc)
+
+    def _undo_stage_capture(self, exc: Any) -> None:
+        self.p.capturing.close(self.cap)
+
+    def _undo_stage_name(self, exc: Any) -> None:
+        STATE.stage = self.prev
+
+
+_enter, _exit = stage_runners(StageScope)
 
 
 def _stage_range(backend: Backend | None, name: str):

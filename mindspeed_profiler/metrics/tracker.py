@@ -27,7 +27,7 @@ from mindspeed_profiler import formats
 from mindspeed_profiler._warn import new_scope, warn_once
 from mindspeed_profiler.fileio import open_append
 from mindspeed_profiler.metrics.peaks import peak_tflops
-from mindspeed_profiler.observers import Observer
+from mindspeed_profiler.observers import ObservedProfiler, Observer
 from mindspeed_profiler.ranks import resolve_rank
 
 TRAIN_STAGE_WORDS, is_train_stage = formats.TRAIN_STAGE_WORDS, formats.is_train_stage   # the advisor reads the same
@@ -150,7 +150,7 @@ class MetricsTracker(Observer):
     """`profiler`'s per-iteration metrics (see the module docstring). `cfg`: the whole ProfilerConfig
     (its `metrics` section and `integrated.profile_save_path`)."""
 
-    def __init__(self, profiler: Any, cfg: Any, rank: int | None = None, world_size: int | None = None):
+    def __init__(self, profiler: ObservedProfiler, cfg: Any, rank: int | None = None, world_size: int | None = None):
         self.cfg = cfg.metrics
         self.role = profiler.role
         self.rank = resolve_rank(rank, world_size)[0]
@@ -166,18 +166,18 @@ class MetricsTracker(Observer):
 
     # ------------------------------------------------------------------ the observer protocol
 
-    def started(self, profiler: Any, iteration: int) -> None:
+    def started(self, profiler: ObservedProfiler, iteration: int) -> None:
         self._stage_s = {}
         if iteration > 1:
             self._truncate = False
 
-    def stage(self, profiler: Any, name: str) -> _StageTimer:
+    def stage(self, profiler: ObservedProfiler, name: str) -> _StageTimer:
         return _StageTimer(self, name)
 
-    def step(self, profiler: Any, iteration: int) -> None:
+    def step(self, profiler: ObservedProfiler, iteration: int) -> None:
         self._finish(profiler, iteration - 1, dict(profiler.step_counts))
 
-    def stopped(self, profiler: Any, iteration: int | None) -> None:
+    def stopped(self, profiler: ObservedProfiler, iteration: int | None) -> None:
         # as the timeline: the iteration the last step() began counts only if a stage ran in it
         if iteration is not None and self._stage_s:
             self._finish(profiler, iteration, {})
@@ -190,7 +190,7 @@ class MetricsTracker(Observer):
 
     # ------------------------------------------------------------------ rows
 
-    def parameters(self, profiler: Any) -> int | None:
+    def parameters(self, profiler: ObservedProfiler) -> int | None:
         """N: `metrics.parameters` when set, else the profiler's model (set_model)."""
         if self.cfg.parameters is not None:
             return self.cfg.parameters
@@ -203,7 +203,7 @@ class MetricsTracker(Observer):
             self._peak = peak_tflops(device_name())
         return self._peak
 
-    def _finish(self, profiler: Any, iteration: int, counts: dict[str, int]) -> None:
+    def _finish(self, profiler: ObservedProfiler, iteration: int, counts: dict[str, int]) -> None:
         began, ended = profiler.iteration_window
         stage_s, self._stage_s = self._stage_s, {}
         if began is None or ended is None or iteration < 1:

@@ -19,13 +19,16 @@ import os
 import socket
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mindspeed_profiler import formats
 from mindspeed_profiler._warn import warn_once
-from mindspeed_profiler.observers import Observer
+from mindspeed_profiler.observers import ObservedProfiler, Observer
 from mindspeed_profiler.ondemand import requests as rq
 from mindspeed_profiler.ondemand import transport as tp
+
+if TYPE_CHECKING:
+    from mindspeed_profiler.runtime.protocols import Profiler
 
 log = logging.getLogger("mindspeed_profiler.ondemand")
 
@@ -48,7 +51,7 @@ class _Entry:
     first: int | None = None
     last: int | None = None
     captures: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    child: Any = None  # the IntegratedProfiler running it
+    child: Profiler | None = None  # the IntegratedProfiler running it
     source: str = "file"
     cfg: Any = None    # the child's ProfilerConfig (job settings + request, the request's window)
     begin: int = 0     # the iteration at which the child starts (its first, less its warmup)
@@ -64,7 +67,7 @@ class _Entry:
 class Listener(Observer):
     """One per listening IntegratedProfiler (`owner`), in its `observers`."""
 
-    def __init__(self, owner: Any, full: Any, integ: Any, *, rank: int | None = None, world_size: int | None = None):
+    def __init__(self, owner: Profiler, full: Any, integ: Any, *, rank: int | None = None, world_size: int | None = None):
         from mindspeed_profiler.manifest import resolve_run_id
         from mindspeed_profiler.ranks import resolve_rank
 
@@ -94,7 +97,7 @@ class Listener(Observer):
 
     # ------------------------------------------------------------------ training thread
 
-    def started(self, profiler: Any, iteration: int) -> None:
+    def started(self, profiler: ObservedProfiler, iteration: int) -> None:
         self._boundary(iteration)
         if self._thread is None:
             if not self.owner.enabled:   # a profiling owner writes run.json itself (rank 0, at its start)
@@ -120,7 +123,7 @@ class Listener(Observer):
             return
         self._write_state()
 
-    def step(self, profiler: Any, iteration: int) -> None:
+    def step(self, profiler: ObservedProfiler, iteration: int) -> None:
         """Iteration `iteration` begins (the owner's step()): advance the running child, then
         take the requests that arrived. Cheap when nothing is pending or running."""
         self._boundaries.append((iteration, time.time()))
@@ -129,14 +132,14 @@ class Listener(Observer):
             return
         self._boundary(iteration)
 
-    def stage(self, profiler: Any, name: str):
+    def stage(self, profiler: ObservedProfiler, name: str):
         """The child's stage scope, or None."""
         entry = self.active
         if entry is not None and entry.child is not None:
             return entry.child.stage(name)
         return None
 
-    def stopped(self, profiler: Any, iteration: int | None = None) -> None:
+    def stopped(self, profiler: ObservedProfiler, iteration: int | None = None) -> None:
         """The owner stops: a running capture exports what it recorded, queued ones are rejected."""
         entry = self.active
         if entry is not None:
@@ -230,9 +233,7 @@ class Listener(Observer):
 
     def _start_child(self, entry: _Entry, iteration: int) -> None:
         try:
-            # the owner's own class: the listener needs no import of the profiler that owns it
-            child = type(self.owner)(entry.cfg, self.owner.role, rank=self.rank, world_size=self.world_size,
-                                     iteration_spans=False, request_id=entry.request.id)
+            child = self.owner.for_request(entry.cfg, entry.request.id, rank=self.rank, world_size=self.world_size)
             child.start(iteration)
         except Exception as exc:
             self._set(entry, "rejected", reason=f"the capture could not start: {type(exc).__name__}: {exc}")
@@ -366,7 +367,7 @@ def _with_window(cfg: Any, first: int, last: int) -> Any:
     return dataclasses.replace(cfg, integrated=integ)
 
 
-def make_listener(owner: Any, full: Any, integ: Any, rank: int | None, world_size: int | None) -> Listener | None:
+def make_listener(owner: Profiler, full: Any, integ: Any, rank: int | None, world_size: int | None) -> Listener | None:
     """A Listener for `owner`, or None (reported) when it cannot be made: training goes on."""
     try:
         return Listener(owner, full, integ, rank=rank, world_size=world_size)

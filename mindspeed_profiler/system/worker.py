@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from mindspeed_profiler import formats
 from mindspeed_profiler.fileio import open_append
-from mindspeed_profiler.observers import Observer, subscribe
+from mindspeed_profiler.observers import ObservedProfiler, Observer, subscribe
 from mindspeed_profiler.system.backends import STEPS_PROFILER_API, system_backend
 from mindspeed_profiler.system.spec import WorkerSpec, spec_from_env
 
@@ -71,16 +71,16 @@ class IterationFollower(Observer):
         self._begin_ns = 0
         self._range_open = False
 
-    def started(self, profiler: Any, iteration: int) -> None:
+    def started(self, profiler: ObservedProfiler, iteration: int) -> None:
         self._follow(profiler, iteration)
 
-    def step(self, profiler: Any, iteration: int) -> None:
+    def step(self, profiler: ObservedProfiler, iteration: int) -> None:
         self._follow(profiler, iteration)
 
-    def stopped(self, profiler: Any, iteration: int | None) -> None:
+    def stopped(self, profiler: ObservedProfiler, iteration: int | None) -> None:
         self._follow(profiler, None)
 
-    def _follow(self, profiler: Any, iteration: int | None) -> None:
+    def _follow(self, profiler: ObservedProfiler, iteration: int | None) -> None:
         if iteration is None:
             self._iterations.pop(id(profiler), None)
         else:

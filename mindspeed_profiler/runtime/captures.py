@@ -1,0 +1,322 @@
+"""The captures of one enabled profiler: choosing the backend, opening a capture when the plan
+and the gates say so, stepping the continuous one, closing and exporting, writing the metadata,
+the trace size budget. Any exception from a backend is caught, logged once, written into the
+capture's metadata, and that capture is abandoned: training goes on.
+
+The profiler (profiler.py) and the stage scope (stage_scope.py) drive it through its public
+methods, in the order runtime/boundary.py declares.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from mindspeed_profiler import fileio, formats, session
+from mindspeed_profiler import stages as _stages
+from mindspeed_profiler._state import STATE
+from mindspeed_profiler.backends import Backend, CaptureHandle, CaptureSpec, layout, select_backend
+from mindspeed_profiler.backends.honour import capture_options
+from mindspeed_profiler.backends.registry import AUTO, backend_class
+from mindspeed_profiler.manifest import capture_metadata
+from mindspeed_profiler.runtime.spans import ScopedWarn, Spans
+from mindspeed_profiler.schedule import Plan
+
+if TYPE_CHECKING:
+    from mindspeed_profiler.config import IntegratedConfig
+
+# the suffix of a failed capture's (metadata-only) directory when no backend could be chosen
+_FALLBACK_SUFFIX = "pt"
+
+
+class Capture:
+    """One capture in flight: the backend handle, its spec and its metadata."""
+
+    __slots__ = ("handle", "spec", "meta", "failed", "backend_name", "suffix", "__weakref__")
+
+    def __init__(self, handle: CaptureHandle | None, spec: CaptureSpec, meta: dict[str, Any], backend_name: str,
+                 suffix: str):
+        self.handle = handle
+        self.spec = spec
+        self.meta = meta
+        self.failed = False
+        self.backend_name = backend_name
+        self.suffix = suffix
+
+
+def _lightweight_if_asked(cfg: IntegratedConfig, backend: Backend) -> Backend:
+    """level_none on a backend that cannot record annotations alone (torch records every op to see
+    them): record them ourselves instead of opening its session (backends/markers.py)."""
+    if cfg.profile_level == "level_none" and not backend.annotation_only_mode:
+        from mindspeed_profiler.backends.markers import MarkersBackend
+
+        return MarkersBackend(device=backend.device)
+    return backend
+
+
+class Identity:
+    """Who captures: the names and numbers every capture's directory and metadata carry."""
+
+    __slots__ = ("role", "rank", "world_size", "local_rank", "run_id", "host", "request_id")
+
+    def __init__(self, role: str, rank: int, world_size: int, local_rank: int | None, run_id: str, host: str,
+                 request_id: str | None):
+        self.role, self.rank, self.world_size, self.local_rank = role, rank, world_size, local_rank
+        self.run_id, self.host, self.request_id = run_id, host, request_id
+
+
+class Captures:
+    """The capture lifecycle of one enabled profiler (see the module docstring)."""
+
+    def __init__(self, cfg: IntegratedConfig, plan: Plan, who: Identity, rank_selected: bool,
+                 backend: Backend | None, spans: Spans, warn: ScopedWarn):
+        self.cfg = cfg
+        self.plan = plan
+        self.who = who
+        self.rank_selected = rank_selected
+        self.backend = backend  # chosen through the registry at the first start unless given
+        self.spans = spans
+        self.warn = warn
+        self.backend_error: BaseException | None = None
+        self.continuous: Capture | None = None  # the continuous (stage: all) capture
+        self.live: set[Capture] = set()
+        self.stage_calls: dict[str, int] = {}
+        self.known_stages: set[str] = set()
+        self.bytes_written = 0
+        self.budget_exceeded = False
+        self.notes: list[str] = []
+        self.finished: list[dict[str, Any]] = []  # metadata of every finished capture, in order
+
+    # ------------------------------------------------------------------ the boundaries
+
+    def begin(self, iteration: int) -> None:
+        """start(): the continuous window that covers `iteration` opened."""
+        if self.plan.continuous:
+            w = self.plan.window_resumed_at(iteration)
+            if w is not None:
+                self.continuous = self.open(None, w.first, w.last, w.warmup, w.requested_warmup)
+
+    def step(self, iteration: int) -> None:
+        """Iteration `iteration` ends: the continuous capture steps, and closes after its last."""
+        cap = self.continuous
+        if cap is not None:
+            if not cap.failed:
+                self.call(cap, "step", cap.handle.step)
+            if cap.failed or iteration >= cap.spec.last:
+                self.continuous = None
+                self.close(cap)
+        self.stage_calls = {}
+
+    def next_window(self, iteration: int) -> None:
+        """Iteration `iteration` begins: the continuous window beginning there opens (when none is
+        open and the plan is continuous: runtime/boundary.py's guard)."""
+        w = self.plan.window_beginning_at(iteration)
+        if w is not None:
+            self.continuous = self.open(None, w.first, w.last, w.warmup, w.requested_warmup)
+
+    def stop(self, iteration: int) -> None:
+        """stop() at `iteration`: every live capture closed, saying what a cut window recorded."""
+        self.continuous = None
+        for cap in sorted(self.live, key=lambda c: c.spec.first):
+            if iteration < cap.spec.last:
+                cap.meta["notes"].append(f"stopped early: iterations {cap.spec.first}-{iteration} recorded "
+                                         f"(iteration {iteration} possibly in part)")
+                cap.meta["planned_steps"] = [cap.spec.first, cap.spec.last]
+                if iteration >= cap.spec.first:  # `steps` says what was recorded, not what was planned
+                    cap.meta["steps"] = [cap.spec.first, iteration]
+                    cap.meta["profiled_iterations"] = [cap.meta["profiled_iterations"][0], iteration]
+            self.close(cap)
+
+    def stage_call(self, name: str, iteration: int) -> Capture | None:
+        """A call of stage `name` begins in `iteration`: its capture when the plan selects it."""
+        if name not in self.known_stages and not _stages.is_stage(name):
+            self.warn(("stage", name), "stage %r is not registered (register_stage(%r) lets configs select it)", name, name)
+        self.known_stages.add(name)
+        if not self.plan.stage_call_recorded(name, iteration):
+            return None
+        call = self.stage_calls[name] = self.stage_calls.get(name, 0) + 1
+        return self.open(name, iteration, iteration, 0, 0, call)
+
+    # ------------------------------------------------------------------ one capture
+
+    def get_backend(self) -> Backend | None:
+        if self.backend is None and self.backend_error is None:
+            try:
+                self.backend = _lightweight_if_asked(self.cfg, select_backend(self.cfg.backend))
+            except Exception as exc:
+                self.backend_error = exc
+                self.warn(("backend",), "profiler backend %r unusable on %s rank %d, no captures will be made: %s: %s",
+                          self.cfg.backend, self.who.role, self.who.rank, type(exc).__name__, exc)
+        return self.backend
+
+    def _parallel_selected(self) -> bool:
+        wanted = self.cfg.profile_parallel_ranks
+        if not wanted:
+            return True
+        from mindspeed_profiler.integrations.megatron import parallel_layout, parallel_selected
+
+        lay = parallel_layout()
+        if lay is None:
+            note = "profile_parallel_ranks is set but Megatron's parallel state is not initialised: not filtering by it"
+            if note not in self.notes:
+                self.notes.append(note)
+            self.warn(("parallel",), "%s (%s rank %d)", note, self.who.role, self.who.rank)
+            return True
+        return parallel_selected(lay, wanted)
+
+    def open(self, stage: str | None, first: int, last: int, warmup: int, requested: int, call: int = 1) -> Capture | None:
+        """A capture of iterations first..last (of `stage`, or all), started; None when gated off,
+        skipped or failed (its metadata written)."""
+        if not self.rank_selected or not self._parallel_selected():
+            return None
+        who = self.who
+        backend = self.get_backend()
+        backend_name, suffix = self._backend_naming(backend)
+        save_dir = str(layout.stage_dir(self.cfg.profile_save_path, stage))
+        call = session.claim_call((os.path.abspath(save_dir), who.role, who.rank, first, last), call)
+        spec = CaptureSpec(
+            save_dir=save_dir,
+            worker_name=layout.worker_name(who.role, who.rank, first, last, call, who.host),
+            trace_basename=layout.trace_basename(who.role, who.rank),
+            first=first, last=last, warmup=warmup, cfg=self.cfg,
+        )
+        meta = capture_metadata(self.cfg, run_id=who.run_id, role=who.role, stage=stage, rank=who.rank,
+                                world_size=who.world_size, local_rank=who.local_rank, first=first, last=last,
+                                warmup=warmup, requested_warmup=requested, backend=backend_name,
+                                device=backend.device if backend is not None else None, host=who.host,
+                                notes=self.notes)
+        if who.request_id is not None:
+            meta["request_id"] = who.request_id  # an on-demand capture: the request it answers
+        cap = Capture(None, spec, meta, backend_name, suffix)
+        if self.budget_exceeded:
+            meta["status"] = "skipped"
+            meta["notes"].append(f"trace_size_budget_mb={self.cfg.trace_size_budget_mb} exceeded "
+                                 f"({self.bytes_written / 2**20:.1f} MB written by this process)")
+            self._finish(cap)
+            return None
+        if backend is None:
+            self._record_error(cap, "start", self.backend_error or RuntimeError("no backend"))
+            self._finish(cap)
+            return None
+        busy = [c for c in session.LIVE_CAPTURES if c.handle is not None]
+        if busy:
+            # nested selected stages, or two profilers of one process capturing at once
+            what = f"{stage or formats.ALL_DIR} (steps {first}-{last}, call {call})"
+            for other in busy:
+                note = f"{who.role} {what} ran inside this capture: not captured separately (one profiler session per process)"
+                if note not in other.meta["notes"]:
+                    other.meta["notes"].append(note)
+            self.warn(("overlap", stage), "profiler capture of %s on %s rank %d not started: another capture (%s) is "
+                      "recording in this process, and torch / torch_npu allow one at a time; it shows inside that one",
+                      what, who.role, who.rank, busy[0].spec.worker_name)
+            return None
+        try:
+            # the backend's options, noting what of the config it does not honour (backends/honour.py)
+            meta["options"] = capture_options(backend, self.cfg)
+            cap.handle = backend.open(spec)
+        except Exception as exc:
+            self._fail(cap, "start", exc)
+            self._finish(cap)
+            return None
+        self.live.add(cap)
+        session.LIVE_CAPTURES.add(cap)
+        if self.call(cap, "start", cap.handle.start):
+            STATE.capture_active = True
+            self._write_recording_meta(cap)
+            return cap
+        self.close(cap)
+        return None
+
+    def _write_recording_meta(self, cap: Capture) -> None:
+        """The metadata, status "recording", as soon as the capture directory exists: a worker
+        killed mid-capture leaves a capture the analysis can say was never finished."""
+        directory = cap.handle.directory
+        if directory is None or not Path(directory).is_dir():
+            return
+        try:
+            fileio.write_json_atomic(Path(directory) / formats.META_FILE, {**cap.meta, "status": "recording"})
+        except Exception:
+            pass   # the final metadata is written at the end anyway
+
+    def call(self, cap: Capture, phase: str, fn: Callable[[], Any]) -> bool:
+        """`fn()` of the capture's handle; False (the capture failed and abandoned) when it raised."""
+        try:
+            fn()
+            return True
+        except Exception as exc:
+            self._fail(cap, phase, exc)
+            return False
+
+    def _record_error(self, cap: Capture, phase: str, exc: BaseException) -> None:
+        cap.failed = True
+        cap.meta["status"] = "failed"
+        cap.meta["errors"].append({"phase": phase, "error": f"{type(exc).__name__}: {exc}", "time": fileio.utc_now_iso()})
+        self.warn((phase, type(exc).__name__),
+                  "profiler %s failed (%s rank %d, stage %s, steps %d-%d, backend %s); capture abandoned, training goes on: %s: %s",
+                  phase, self.who.role, self.who.rank, cap.meta["stage"], cap.spec.first, cap.spec.last,
+                  cap.backend_name, type(exc).__name__, exc)
+
+    def _fail(self, cap: Capture, phase: str, exc: BaseException) -> None:
+        self._record_error(cap, phase, exc)
+        if cap.handle is not None:
+            cap.handle.abandon()
+
+    def close(self, cap: Capture) -> None:
+        """Stop, export, write the metadata. Never raises."""
+        if cap not in self.live:
+            return
+        self.live.discard(cap)
+        session.LIVE_CAPTURES.discard(cap)
+        # the export can take seconds: show it on the timeline as the profiler's own span
+        span = self.spans.enter(formats.SPAN_PROFILER_EXPORT, formats.CAT_PROFILER, {"stage": cap.meta.get("stage")}) \
+            if STATE.tracer is not None else None
+        if not cap.failed:
+            self.call(cap, "stop", cap.handle.stop)
+        files: list[Path] = []
+        if not cap.failed:
+            try:
+                files = cap.handle.export()
+            except Exception as exc:
+                self._fail(cap, "export", exc)
+        directory = self._finish(cap, files)
+        if span is not None:
+            self.spans.exit(span)
+        STATE.capture_active = bool(session.LIVE_CAPTURES)
+        if directory is not None and self.cfg.trace_size_budget_mb:
+            self.bytes_written += layout.dir_size(directory)
+            if self.bytes_written > self.cfg.trace_size_budget_mb * 2**20:
+                self.budget_exceeded = True
+                self.warn(("budget",), "trace size budget of %.1f MB exceeded by %s rank %d (%.1f MB written): further captures are skipped",
+                          self.cfg.trace_size_budget_mb, self.who.role, self.who.rank, self.bytes_written / 2**20)
+
+    def _finish(self, cap: Capture, files: list[Path] = ()) -> Path | None:
+        """Write the capture's metadata into its directory (made here if the backend made none)."""
+        meta = cap.meta
+        meta["end_time"] = fileio.utc_now_iso()
+        directory = cap.handle.directory if cap.handle is not None else None
+        try:
+            if directory is None or not Path(directory).is_dir():
+                directory = layout.make_capture_dir(cap.spec.save_dir, cap.spec.worker_name, cap.suffix)
+            directory = Path(directory)
+            meta["trace_files"] = [os.path.relpath(f, directory) for f in files]
+            meta["notes"] += list(getattr(cap.handle, "notes", None) or [])
+            fileio.write_json_atomic(directory / formats.META_FILE, meta)
+        except Exception as exc:
+            self.warn(("meta", type(exc).__name__), "could not write capture metadata for %s rank %d: %s: %s",
+                      self.who.role, self.who.rank, type(exc).__name__, exc)
+            directory = None
+        meta["directory"] = str(directory) if directory is not None else None
+        self.finished.append(meta)
+        return directory
+
+    def _backend_naming(self, backend: Backend | None) -> tuple[str, str]:
+        """(backend name, capture directory suffix) for the metadata and the directory; when no
+        backend could be chosen, those of the configured one (a failed capture still leaves its
+        metadata where that backend's capture would be)."""
+        if backend is not None:
+            return backend.name, backend.suffix
+        name = self.cfg.backend
+        try:
+            return name, backend_class(name).suffix if name != AUTO else _FALLBACK_SUFFIX
+        except ValueError:
+            return name, _FALLBACK_SUFFIX
