@@ -24,8 +24,10 @@ from rich.text import Text
 from mindspeed_profiler import formats
 
 from . import display
-from .display import capture_worker as _worker, pct as _pct
+from . import questions as q
+from .display import capture_worker as _worker, field, pct as _pct
 from .outputs import TotalsReader
+from .summary_fields import CAPTURE_BLOCKS, SUMMARY, TIMELINE
 
 MAX_ROWS = 40            # rows of the captures and stage x worker tables before the rest is hidden
 PER_RANK_COLUMNS = 4     # a stage with at most this many captures gets one column per capture
@@ -113,10 +115,10 @@ def _captures(con: Console, summary: dict) -> None:
                      pct("compute_us"), pct("communication_exposed_us"), pct("idle_us"), _comm_share(c),
                      _t(_short_path(c))])
         styles.append(None if c["status"] == "ok" else "red")
-    cnt = summary.get("counts") or {}
-    title = (f"Captures: {_t(cnt.get('found', len(caps)))} found, {_t(cnt.get('ok', 0))} ok"
-             + (f", {_t(cnt['failed'])} failed" if cnt.get("failed") else "")
-             + (f", {_t(cnt['unparsed'])} not parsed" if cnt.get("unparsed") else ""))
+    found, ok, failed, unparsed = (field(SUMMARY, summary, f"counts_{n}") for n in ("found", "ok", "failed", "unparsed"))
+    title = (f"Captures: {_t(len(caps) if found is None else found)} found, {_t(0 if ok is None else ok)} ok"
+             + (f", {_t(failed)} failed" if failed else "")
+             + (f", {_t(unparsed)} not parsed" if unparsed else ""))
     hidden = len(order) - len(shown)
     con.print(_table(title, [("stage", {}), ("worker", {}), ("kind", {}), ("status", {}), ("steps", R), ("wall ms", R),
                              ("busy ms", R), ("compute", R), ("comm exp.", R), ("idle", R), ("communication", {}),
@@ -285,17 +287,17 @@ def _iterations_shown(its: list[dict]) -> tuple[list[dict], dict | None]:
 
 def _timeline(con: Console, summary: dict) -> None:
     tl = summary.get("timeline")
-    if not tl or tl.get("warning"):   # a timeline's warning is said with the warnings
+    if not tl or field(TIMELINE, tl, "warning"):   # a timeline's warning is said with the warnings
         _iterations(con, [], display.tracker_iterations(summary))
         return
-    sw = sorted(tl.get("stage_worker") or [], key=lambda r: -r["total_us"])
+    sw = sorted(q.STAGE_WORKER.rows(summary), key=lambda r: -r["total_us"])
     if sw:
-        run = sum(it["dur_us"] for it in tl.get("iterations") or [])
-        rows = [[_t(r["stage"]), _t(r["worker"]), str(r["count"]), _ms(r.get("median_us")), _ms(r["mean_us"]),
+        run = sum(r["dur_us"] for r in q.ITERATIONS.rows(summary))
+        rows = [[_t(r["stage"]), _t(r["worker"]), str(r["count"]), _ms(r["median_us"]), _ms(r["mean_us"]),
                  _ms(r["total_us"]), _pct(r["total_us"] / run) if run else ""] for r in sw[:MAX_ROWS]]
         hidden = len(sw) - len(rows)
         con.print()
-        con.print(_table(f"RL timeline: stages per worker over {tl.get('n_iterations', 0)} iterations (by total time)",
+        con.print(_table(f"RL timeline: stages per worker over {field(TIMELINE, tl, 'n_iterations') or 0} iterations (by total time)",
                          [("stage", {}), ("worker", {}), ("calls", R), ("median ms", R), ("mean ms", R),
                           ("total ms", R), ("of the iterations", R)], rows,
                          caption=f"{hidden} more rows hidden (all in summary.json)" if hidden else None))
@@ -328,7 +330,7 @@ def _iterations(con: Console, its: list[dict], tracker: display.TrackerIteration
 
 def _slow_ranks(con: Console, summary: dict) -> None:
     sr = display.slow_ranks(summary)
-    thr = (summary.get("options") or {}).get("threshold")
+    thr = field(SUMMARY, summary, "options_threshold")
     flagged = [r for r in sr if r["flagged"]]
     con.print()
     if not sr:
@@ -356,24 +358,24 @@ ADVICE_LINES = 5
 
 def _advice(con: Console, summary: dict) -> None:
     """The advisor's top findings (advisor.py), first: impact, who and where, what to try."""
-    found = summary.get("findings") or []
+    found = q.FINDINGS.rows(summary)
     if not found:
         return
     con.print(f"[bold]Findings[/bold] ({len(found)}; the first {min(len(found), ADVICE_LINES)} by impact, all in "
               "report.html / summary.json):")
     for f in found[:ADVICE_LINES]:
-        con.print(f"  {_pct(f.get('impact') or 0.0):>5}  {_t(f.get('title'))}", highlight=False)
-        con.print(f"         try: {_t(f.get('action'))}", style="dim", highlight=False)
+        con.print(f"  {_pct(f['impact'] or 0.0):>5}  {_t(f['title'])}", highlight=False)
+        con.print(f"         try: {_t(f['action'])}", style="dim", highlight=False)
     con.print()
 
 
 def _findings(con: Console, summary: dict) -> None:
     """A few lines: where the most time goes, communication that dominates, the profiler's own cost."""
     lines = []
-    tl = summary.get("timeline") or {}
-    its = tl.get("iterations") or []
-    if tl.get("stage_worker") and its:
-        r = max(tl["stage_worker"], key=lambda r: r["total_us"])
+    its = q.ITERATIONS.rows(summary)
+    sw = q.STAGE_WORKER.rows(summary)
+    if sw and its:
+        r = max(sw, key=lambda r: r["total_us"])
         run = sum(it["dur_us"] for it in its)
         lines.append(f"most time in the timeline: {_t(r['stage'])} on {_t(r['worker'])}, {_ms(r['total_us'])} ms over "
                      f"{r['count']} calls ({_pct(r['total_us'] / run) if run else ''} of the iterations)")
@@ -387,7 +389,7 @@ def _findings(con: Console, summary: dict) -> None:
         top = ((c["communication"].get("top") or [{}])[0]).get("name")
         lines.append(f"largest communication share: {_pct(share)} in {_t(c.get('stage') or c['path'])} on "
                      f"{_t(_worker(c) or c['path'])}" + (f" (top collective: {_t(top)})" if top else ""))
-    prof = [it for it in its if it.get("profiler_us")]
+    prof = [it for it in its if it["profiler_us"]]
     if prof:
         tot = sum(it["profiler_us"] for it in prof)
         lines.append(f"profiler capture export: {_ms(tot)} ms in iteration{'s' if len(prof) > 1 else ''} "
@@ -407,9 +409,9 @@ def _where(paths: list[str]) -> str:
 
 def _warnings(con: Console, summary: dict) -> None:
     out = [f"[yellow]warning:[/yellow] {_t(w)}" for w in summary.get("warnings") or []]
-    tl = summary.get("timeline")
-    if tl and tl.get("warning"):
-        out.append(f"[yellow]timeline:[/yellow] {_t(tl['warning'])}")
+    tl_warning = field(TIMELINE, summary.get("timeline"), "warning")
+    if tl_warning:
+        out.append(f"[yellow]timeline:[/yellow] {_t(tl_warning)}")
     for w, paths in display.by_text(summary.get("captures", []), "warnings").items():
         out.append(f"[yellow]warning[/yellow] ({_t(_where(paths))}): {_t(w)}")
     for m, paths in display.by_text(summary.get("captures", []), "missing").items():
@@ -426,12 +428,13 @@ def _warnings(con: Console, summary: dict) -> None:
 
 def _timeline_file(summary: dict) -> Path | None:
     """timeline/timeline.json[.gz] of the analysed directory, when there is one."""
-    root = Path(summary.get("root") or ".")
+    root = Path(field(SUMMARY, summary, "root") or ".")
     base = root if root.is_dir() else root.parent
     dirs = [base / c["path"] for c in summary.get("captures", []) if c["kind"] == "timeline"] + [base / formats.TIMELINE_DIR]
     for c in summary.get("captures", []):
-        if c["kind"] == "timeline" and c.get("files"):
-            return base / c["files"][0]
+        files = field(CAPTURE_BLOCKS, c, "files")
+        if c["kind"] == "timeline" and files:
+            return base / files[0]
     for d in dirs:
         for name in formats.TIMELINE_FILES:
             if (d / name).is_file():
@@ -441,10 +444,10 @@ def _timeline_file(summary: dict) -> Path | None:
 
 def _outputs(con: Console, summary: dict, out_dir: Path | None, html: bool, db: bool | None) -> None:
     """The files to open next and how: the last lines printed."""
-    root = Path(summary.get("root") or ".")
+    root = Path(field(SUMMARY, summary, "root") or ".")
     base = root if root.is_dir() else root.parent
     out = (Path(out_dir) if out_dir else base / formats.ANALYSIS_DIR).absolute()
-    db = (summary.get("options") or {}).get("export_type") == "db" if db is None else db
+    db = field(SUMMARY, summary, "options_export_type") == "db" if db is None else db
     lines = []
     report = out / formats.REPORT_FILE
     if html and report.is_file():
