@@ -11,8 +11,10 @@ from urllib.parse import quote
 from mindspeed_profiler import formats
 
 from .. import display
-from ..display import capture_label as label, pct
+from .. import questions as q
+from ..display import capture_label as label, field, pct
 from ..rows import rank_number
+from ..summary_fields import CAPTURE_BLOCKS, SUMMARY, TIMELINE
 from .fmt import ms
 from .svg import PALETTE, Chart, HeatCell, heat_map, iteration_plot, stacked_bars
 from .timeline_svg import gantt_layout, iteration_bars, overview, stage_colors, stage_order, zoom
@@ -52,7 +54,7 @@ class Links:
     """Relative hrefs from the directory of report.html to paths under the analysed directory."""
 
     def __init__(self, summary: dict, report_dir: str | Path | None):
-        root = Path(str(summary.get("root") or "."))
+        root = Path(str(field(SUMMARY, summary, "root") or "."))
         self.base = root.parent if root.is_file() else root
         self.report_dir = Path(report_dir) if report_dir is not None else None
 
@@ -98,15 +100,15 @@ def _positive(v) -> bool:
 
 
 def header(summary: dict, links: Links) -> dict:
-    cnt = summary.get("counts", {})
+    cnt = {k: field(SUMMARY, summary, f"counts_{k}") for k in ("found", "ok", "failed", "unparsed")}
     tl = [c for c in summary.get("captures", []) if c.get("kind") == "timeline" and c.get("status") == "ok"]
     timeline = None
     if tl:   # the merged file when there is one (segments are merged in memory), else the directory
         merged = [f"{tl[0]['path']}/{n}" for n in formats.TIMELINE_FILES if (links.base / tl[0]["path"] / n).is_file()]
-        timeline = links((tl[0].get("files") or merged or [tl[0]["path"]])[0])
-    return {"root": summary.get("root"), "created": summary.get("created"),
-            **{k: cnt.get(k, 0) for k in ("found", "ok", "failed", "unparsed")},
-            "failed_bad": _positive(cnt.get("failed")), "unparsed_bad": _positive(cnt.get("unparsed")),
+        timeline = links((field(CAPTURE_BLOCKS, tl[0], "files") or merged or [tl[0]["path"]])[0])
+    return {"root": field(SUMMARY, summary, "root"), "created": field(SUMMARY, summary, "created"),
+            **{k: 0 if v is None else v for k, v in cnt.items()},
+            "failed_bad": _positive(cnt["failed"]), "unparsed_bad": _positive(cnt["unparsed"]),
             "timeline_file": timeline}
 
 
@@ -122,9 +124,9 @@ def warnings(summary: dict, links: Links) -> Table | None:
     """What the reader should know before the numbers: the run-level warnings (e.g. several runs in
     one directory), the timeline's, and each capture's (the same text on several captures once)."""
     rows = [["all captures", str(w)] for w in summary.get("warnings") or []]
-    tl = summary.get("timeline") or {}
-    if tl.get("warning"):
-        rows.append(["timeline", str(tl["warning"])])
+    tl_warning = field(TIMELINE, summary.get("timeline"), "warning")
+    if tl_warning:
+        rows.append(["timeline", str(tl_warning)])
     caps = summary.get("captures", [])
     grouped = display.by_text(caps, "warnings")
     for m, paths in display.by_text(caps, "missing").items():   # what a partial capture cannot answer
@@ -138,9 +140,9 @@ def warnings(summary: dict, links: Links) -> Table | None:
 def findings(summary: dict, limit: int | None = None) -> Table | None:
     """The advisor's findings (advisor.py), largest impact first: shown at the top of the page (the
     first `limit` of them at scale, where rules that fire per capture give thousands)."""
-    rows = (summary.get("findings") or [])[:limit]
+    rows = q.FINDINGS.rows(summary)[:limit]
     return Table(["impact", "finding", "what to try", "rule"],
-                 [[_share(f.get("impact")), f.get("title"), f.get("action"), f.get("id")] for f in rows],
+                 [[_share(f["impact"]), f["title"], f["action"], f["id"]] for f in rows],
                  frozenset({1, 2, 3}), id="findings") if rows else None
 
 
@@ -225,8 +227,8 @@ def timeline(tl: dict | None, tracker: display.TrackerIterations | None = None) 
     return {"gantt": g, "overview": overview(g) if g else None,
             "zoom": zoom(g) if g and g.median else None,
             "profiler": any(it.get("profiler_us") for it in its),
-            "truncated": tl.get("gantt_truncated"), "n_drawn": len(tl.get("gantt") or []),
-            "n_stage_spans": tl.get("n_stage_spans"), "n_iterations": len(tl["iterations"]), "n_rows": len(its),
+            "truncated": field(TIMELINE, tl, "gantt_truncated"), "n_drawn": len(tl.get("gantt") or []),
+            "n_stage_spans": field(TIMELINE, tl, "n_stage_spans"), "n_iterations": len(tl["iterations"]), "n_rows": len(its),
             "bars": iteration_bars(tl, its), "pivot": stage_pivot(tl, its), "iterations": iteration_table(its, tracker)}
 
 
@@ -285,7 +287,7 @@ def slow_ranks(summary: dict) -> dict | None:
     if not sr:
         return None
     several = len(summary.get("runs") or []) > 1
-    return {"threshold": (summary.get("options") or {}).get("threshold"),
+    return {"threshold": field(SUMMARY, summary, "options_threshold"),
             "n_flagged": sum(1 for r in sr if r["flagged"]), "table": Table(
         ["run", "source", "stage", "metric", "worker", "value ms", "median ms", "ratio", "samples", "reason"],
         [[r.get("run_id") if several else "", r["source"], r["stage"], r["metric"], r["worker"] or "", ms(r["value_us"]),
@@ -359,7 +361,7 @@ def scale(summary: dict) -> dict | None:
     sr = display.slow_ranks(summary)
     if not sr:
         return None
-    threshold = (summary.get("options") or {}).get("threshold") or 1.2
+    threshold = field(SUMMARY, summary, "options_threshold") or 1.2
     col_keys = sorted({(r["stage"], r["source"], r["metric"]) for r in sr}, key=lambda k: tuple(map(str, k)))
     stages = [k[0] for k in col_keys]
     cols = [str(st) if stages.count(st) == 1 else f"{st} · {src}" for st, src, _ in col_keys]
