@@ -107,11 +107,12 @@ def _captures(con: Console, summary: dict) -> None:
     shown = order[:MAX_ROWS]
     rows, styles = [], []
     for c in shown:
-        d = c.get("device") or {}
-        w = d.get("window_us") or 0.0
-        pct = (lambda k: f"{100 * d[k] / w:.1f}%" if w and d.get(k) is not None else "")
+        d = (display.capture_rows(q.BREAKDOWN, c) or [dict.fromkeys(q.BREAKDOWN.names)])[0]
+        w = d["window_us"] or 0.0
+        pct = (lambda k: f"{100 * d[k] / w:.1f}%" if w and d[k] is not None else "")
+        steps = display.capture_rows(q.STEPS, c)
         rows.append([_t(c.get("stage") or ""), _t(_worker(c)), _t(c["kind"]), _t(c["status"]) if c["status"] != "ok" else "",
-                     str(len(c["steps"])) if c.get("steps") else "", _ms(c.get("wall_us")), _ms(d.get("busy_us")),
+                     str(len(steps)) if steps else "", _ms(c.get("wall_us")), _ms(d["busy_us"]),
                      pct("compute_us"), pct("communication_exposed_us"), pct("idle_us"), _comm_share(c),
                      _t(_short_path(c))])
         styles.append(None if c["status"] == "ok" else "red")
@@ -157,12 +158,12 @@ def _ops_of(c: dict, rd: TotalsReader) -> list:
     ops = rd.get(c, "op_totals")
     if ops:
         return ops
-    return [[o["name"], o["count"], o["total_us"], o["self_us"], o.get("device_us")] for o in c.get("top_ops") or []]
+    return [[o["name"], o["count"], o["total_us"], o["self_us"], o["device_us"]] for o in display.capture_rows(q.OPS, c)]
 
 
 def _kernels_of(c: dict, rd: TotalsReader) -> list:
     """[name, count, total, ...] of every kernel (kernel_totals), else the top list."""
-    return rd.get(c, "kernel_totals") or [[k["name"], k["count"], k["total_us"]] for k in c.get("top_kernels") or []]
+    return rd.get(c, "kernel_totals") or [[k["name"], k["count"], k["total_us"]] for k in display.capture_rows(q.KERNELS, c)]
 
 
 def _cell(us, wall) -> str:

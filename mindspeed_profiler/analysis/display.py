@@ -18,7 +18,7 @@ from .rows import Field, RowModel, UnknownField, int64
 BREAKDOWN_CELLS = ("computing_us", "communication_exposed_us", "overlapped_us", "free_us", "bubble_us", "preparing_us",
                    "stage_us")
 
-__all__ = ["BREAKDOWN_CELLS", "field", "path_text", "short", "pct", "slow_ranks", "capture_worker", "capture_label", "comm_shares", "by_text",
+__all__ = ["BREAKDOWN_CELLS", "field", "capture_rows", "path_text", "short", "pct", "slow_ranks", "capture_worker", "capture_label", "comm_shares", "by_text",
            "step_breakdown", "communication", "IterationMetric", "TrackerIterations", "tracker_iterations"]
 
 
@@ -37,6 +37,16 @@ def field(model: RowModel, raw: Any, name: str) -> Any:
         raise UnknownField(f"row model {model.question!r}: {name!r} is not a field of it; declared: "
                            f"{', '.join(sorted(got[1]))}")
     return f.get(raw)
+
+
+def capture_rows(model: RowModel, capture: dict) -> list[dict]:
+    """One capture's rows of a per-capture question (its steps, top ops, device block, ...), each as
+    {field: value} of the model's fields (where select() is each_capture(...): the place the model
+    says its rows live)."""
+    where = getattr(model.select, "where", None)
+    if where is None:
+        raise TypeError(f"row model {model.question!r}: its rows are not a capture's own block or list")
+    return [{f.name: f.get(raw) for f in model.fields} for raw in where(capture) or ()]
 
 
 def short(text, n: int) -> str:

@@ -59,9 +59,8 @@ TIMELINE = RowModel(
         Field("gantt_truncated", "flag", "the chart's bars (gantt) were capped"),
         Field("warning", "text", "why the timeline could not be used, when it could not"),
     ),
-    # the iterations' rows (questions ITERATIONS; each holds its `stages` and `idle_per_worker_us`
-    # blocks, the rows of TIMELINE_STAGES and TIMELINE_IDLE), the stage_worker rows and the chart's bars
-    holds=("iterations", "stage_worker", "gantt", "stages", "idle_per_worker_us"))
+    # the iterations' rows (ITERATIONS), the stage_worker rows (STAGE_WORKER) and the chart's bars (GANTT)
+    holds=("iterations", "stage_worker", "gantt"))
 
 
 def _gantt(summary: dict) -> Iterator[Record]:

@@ -321,18 +321,19 @@ def _table(rows: list | None, headers: list[str], cells, left: frozenset[int] = 
 
 def capture(c: dict, links: Links) -> dict:
     """One capture's steps, top ops, top kernels and annotations (each None when the capture has none)."""
-    d = c.get("device") or {}
+    d = display.capture_rows(q.BREAKDOWN, c)
+    rows = display.capture_rows
     return {
-        "label": label(c), "path": links(c["path"]), "wall_us": c.get("wall_us"),
-        "device": bool(d), "busy_us": d.get("busy_us"), "communication": _comm_note(c),
-        "steps": _table(c.get("steps"), ["step", "duration ms", "device busy ms"],
-                        lambda s: [s["step"], ms(s["dur_us"]), ms(s.get("device_busy_us"))]),
-        "top_ops": _table(c.get("top_ops"), ["op", "count", "total ms", "self ms", "device ms"],
+        "label": label(c), "path": links(c["path"]), "wall_us": field(q.CAPTURES, c, "wall_us"),
+        "device": bool(d), "busy_us": d[0]["busy_us"] if d else None, "communication": _comm_note(c),
+        "steps": _table(rows(q.STEPS, c), ["step", "duration ms", "device busy ms"],
+                        lambda s: [s["step"], ms(s["dur_us"]), ms(s["device_busy_us"])]),
+        "top_ops": _table(rows(q.OPS, c), ["op", "count", "total ms", "self ms", "device ms"],
                           lambda o: [o["name"], o["count"], ms(o["total_us"]), ms(o["self_us"]),
-                                     ms(o.get("device_us")) if d else ""]),
-        "top_kernels": _table(c.get("top_kernels"), ["kernel", "class", "count", "total ms"],
-                              lambda k: [k["name"], k.get("class"), k["count"], ms(k["total_us"])], frozenset({0, 1})),
-        "annotations": _table(c.get("annotations"), ["range", "count", "total ms", "mean ms", "max ms"],
+                                     ms(o["device_us"]) if d else ""]),
+        "top_kernels": _table(rows(q.KERNELS, c), ["kernel", "class", "count", "total ms"],
+                              lambda k: [k["name"], k["class"], k["count"], ms(k["total_us"])], frozenset({0, 1})),
+        "annotations": _table(rows(q.ANNOTATIONS, c), ["range", "count", "total ms", "mean ms", "max ms"],
                               lambda a: [a["name"], a["count"], ms(a["total_us"]), ms(a["mean_us"]), ms(a["max_us"])]),
     }
 
