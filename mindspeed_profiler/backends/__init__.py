@@ -6,7 +6,7 @@ present, else torch (CUDA activities when CUDA is available, else CPU).
 """
 from __future__ import annotations
 
-from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec
+from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec, WindowedCapture
 from mindspeed_profiler.backends.registry import (
     backend_class,
     backend_classes,
@@ -15,5 +15,5 @@ from mindspeed_profiler.backends.registry import (
     select_backend,
 )
 
-__all__ = ["Backend", "CaptureHandle", "CaptureSpec", "backend_class", "backend_classes", "backend_names",
-           "register_backend", "select_backend"]
+__all__ = ["Backend", "CaptureHandle", "CaptureSpec", "WindowedCapture", "backend_class", "backend_classes",
+           "backend_names", "register_backend", "select_backend"]

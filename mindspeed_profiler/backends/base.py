@@ -60,6 +60,47 @@ class CaptureHandle(ABC):
             pass
 
 
+class WindowedCapture(CaptureHandle):
+    """A capture driven by hand over its window: warm-up from `spec.begin`, recording from
+    `spec.first` to `spec.last`, one step range per recorded iteration, named by the 1-based
+    training iteration. The stepping is here once; a subclass says what beginning to record,
+    opening and closing a step range mean for its tool (`_begin_recording`, `_open_step`,
+    `_close_step`) and calls `_start_window()` at the end of its start()."""
+
+    def __init__(self, spec: CaptureSpec):
+        self.spec = spec
+        self._iteration = spec.begin
+        self._recording = False
+
+    @abstractmethod
+    def _begin_recording(self) -> None:
+        """The window's first iteration begins: start recording (the step range opens after)."""
+
+    @abstractmethod
+    def _open_step(self, iteration: int) -> None: ...
+
+    @abstractmethod
+    def _close_step(self) -> None: ...
+
+    def _start_window(self) -> None:
+        if self.spec.warmup == 0:
+            self._record()
+
+    def _record(self) -> None:
+        self._begin_recording()
+        self._recording = True
+        self._open_step(self._iteration)
+
+    def step(self) -> None:
+        if self._recording:
+            self._close_step()
+        self._iteration += 1
+        if self._iteration == self.spec.first and not self._recording:
+            self._record()
+        elif self._recording and self._iteration <= self.spec.last:
+            self._open_step(self._iteration)
+
+
 class Backend(ABC):
     """A capture backend. Subclasses set the class attributes and register with
     `@register_backend` (backends/registry.py)."""

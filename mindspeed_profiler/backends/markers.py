@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from mindspeed_profiler.backends import layout
-from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec
+from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec, WindowedCapture
 from mindspeed_profiler.backends.marker_kinds import MarkerKind, register_marker_kind
 from mindspeed_profiler.backends.registry import register_backend
 
@@ -56,49 +56,39 @@ class BufferMarkers:
 register_marker_kind(MarkerKind("buffer", BufferMarkers))
 
 
-class MarkersCapture(CaptureHandle):
-    """Warm-up is nothing to do (no vendor session); the window [first, last] records."""
+class MarkersCapture(WindowedCapture):
+    """Warm-up is nothing to do (no vendor session); the window [first, last] records (the
+    stepping: base.WindowedCapture)."""
 
     def __init__(self, spec: CaptureSpec):
-        self.spec = spec
+        super().__init__(spec)
         self.directory = None
         self.notes: list[str] = []
-        self._iteration = spec.begin
         self._events: list = []
         self._step_t0: int | None = None
-        self._recording = False
         # wall-clock anchor: ts in the file are absolute microseconds, as Kineto writes them
         self._anchor = (time.time_ns(), _clock())
 
     def start(self) -> None:
         self.directory = layout.make_capture_dir(self.spec.save_dir, self.spec.worker_name, MarkersBackend.suffix)
-        if self.spec.warmup == 0:
-            self._begin()
+        self._start_window()
 
-    def _begin(self) -> None:
+    def _begin_recording(self) -> None:
         global _buffer
         _buffer = self._events
-        self._recording = True
+
+    def _open_step(self, iteration: int) -> None:
         self._step_t0 = _clock()
 
-    def _end_step(self) -> None:
+    def _close_step(self) -> None:
         if self._step_t0 is not None:
             self._events.append((f"ProfilerStep#{self._iteration}", self._step_t0, _clock() - self._step_t0, _get_ident()))
             self._step_t0 = None
 
-    def step(self) -> None:
-        if self._recording:
-            self._end_step()
-        self._iteration += 1
-        if self._iteration == self.spec.first and not self._recording:
-            self._begin()
-        elif self._recording and self._iteration <= self.spec.last:
-            self._step_t0 = _clock()
-
     def stop(self) -> None:
         global _buffer
         if self._recording:
-            self._end_step()
+            self._close_step()
             self._recording = False
         if _buffer is self._events:
             _buffer = None

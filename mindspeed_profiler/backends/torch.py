@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from mindspeed_profiler.backends import layout
 from mindspeed_profiler import formats
-from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec
+from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec, WindowedCapture
 from mindspeed_profiler.backends.memory_snapshot import MemorySnapshot, snapshot_kind
 from mindspeed_profiler.backends.registry import register_backend
 
@@ -96,19 +96,17 @@ def _removed_if_failed(path: Path):
         raise
 
 
-class TorchCapture(CaptureHandle):
+class TorchCapture(WindowedCapture):
     """One torch.profiler capture driven by hand: prepare_trace() at `begin` (warmup),
     start_trace() at `first`, stop_trace() after `last`; a `ProfilerStep#<iteration>` range per
-    recorded iteration, named by the 1-based training iteration."""
+    recorded iteration (the stepping: base.WindowedCapture)."""
 
     def __init__(self, spec: CaptureSpec, opts: dict[str, Any]):
-        self.spec = spec
+        super().__init__(spec)
         self.opts = opts
         self.directory = None  # made at start
-        self._iteration = spec.begin
         self._prof = None
         self._step_range = None
-        self._recording = False
         self._recorded = False
         self.notes: list[str] = []
         kind = opts.get("memory_snapshot")
@@ -128,37 +126,27 @@ class TorchCapture(CaptureHandle):
             with_flops=self.opts["with_flops"],
         )
         self._prof.prepare_trace()
-        if self.spec.warmup == 0:
-            self._begin_recording()
+        self._start_window()
 
     def _begin_recording(self) -> None:
         self._prof.start_trace()
-        self._recording = self._recorded = True
+        self._recorded = True
         if self._memory is not None:
             self._memory.start()
-        self._enter_step()
 
-    def _enter_step(self) -> None:
+    def _open_step(self, iteration: int) -> None:
         import torch
 
-        self._step_range = torch.autograd.profiler.record_function(f"ProfilerStep#{self._iteration}")
+        self._step_range = torch.autograd.profiler.record_function(f"ProfilerStep#{iteration}")
         self._step_range.__enter__()
 
-    def _exit_step(self) -> None:
+    def _close_step(self) -> None:
         if self._step_range is not None:
             rng, self._step_range = self._step_range, None
             rng.__exit__(None, None, None)
 
-    def step(self) -> None:
-        self._exit_step()
-        self._iteration += 1
-        if self._iteration == self.spec.first and not self._recording:
-            self._begin_recording()
-        elif self._recording and self._iteration <= self.spec.last:
-            self._enter_step()
-
     def stop(self) -> None:
-        self._exit_step()
+        self._close_step()
         if self._prof is None:
             return
         if not self._recording and not self._recorded:
