@@ -60,9 +60,9 @@ def pct(x) -> str:
 
 
 def slow_ranks(summary: dict) -> list[dict]:
-    """summary.json's slow_ranks rows, each with its `worker` ("role:rank", the timeline's worker
-    name; None without a rank), as the slow_ranks row model gives them."""
-    return [raw for _, _, raw, _ in SLOW_RANKS.records(summary)]
+    """summary.json's slow_ranks rows as the slow_ranks row model gives them (its fields: `worker`
+    is "role:rank", the timeline's worker name; None without a rank)."""
+    return [row for _, _, _, row in SLOW_RANKS.records(summary)]
 
 
 def capture_worker(c: dict) -> str:
