@@ -214,7 +214,8 @@ def _stages(con: Console, summary: dict, top_n: int) -> None:
                 _ranked(f"{_t(stage)}: top ops (self time)", cs, _agg(cs, lambda c: _ops_of(c, rd), lambda r: r[3]),
                         top_n, "op"),
                 _ranked(f"{_t(stage)}: top ranges (total time)", cs,
-                        _agg(cs, lambda c: [(a["name"], a["total_us"]) for a in c.get("annotations") or []], lambda r: r[1]),
+                        _agg(cs, lambda c: [(a["name"], a["total_us"]) for a in display.capture_rows(q.ANNOTATIONS, c)],
+                             lambda r: r[1]),
                         top_n, "range"),
                 _ranked(f"{_t(stage)}: top kernels (device time)", cs,
                         _agg(cs, lambda c: _kernels_of(c, rd), lambda r: r[2]), top_n, "kernel"))
@@ -302,7 +303,7 @@ def _timeline(con: Console, summary: dict) -> None:
                          [("stage", {}), ("worker", {}), ("calls", R), ("median ms", R), ("mean ms", R),
                           ("total ms", R), ("of the iterations", R)], rows,
                          caption=f"{hidden} more rows hidden (all in summary.json)" if hidden else None))
-    _iterations(con, tl.get("iterations") or [], display.tracker_iterations(summary))
+    _iterations(con, q.ITERATIONS.rows(summary), display.tracker_iterations(summary))
 
 
 def _iterations(con: Console, its: list[dict], tracker: display.TrackerIterations) -> None:
@@ -319,7 +320,7 @@ def _iterations(con: Console, its: list[dict], tracker: display.TrackerIteration
         rows.append([str(it["iteration"]), _ms(it["dur_us"]), note, _ms(it.get("overlap_us")),
                      _ms(it.get("no_stage_us")),
                      _ms(it.get("profiler_us")) if it.get("profiler_us") else "",
-                     _t(display.path_text(it.get("critical_path") or []))]
+                     _t(it.get("critical_path") or "")]   # the model's text of the chain (path_text)
                     + [m.text(m.values.get(it["iteration"])) for m in tracker.columns])
     hidden = len(its) - len(shown)
     title = "RL iterations" + (f": the {SLOWEST_ITERATIONS} slowest and the median of {len(its)}" if hidden else "")
