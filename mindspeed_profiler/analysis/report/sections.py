@@ -235,8 +235,8 @@ def timeline(tl: dict | None, tracker: display.TrackerIterations | None = None) 
 def _host_walls(summary: dict, tl: dict | None) -> Chart | None:
     """Without device activity (CPU runs): the host time per step of each rank's capture, one colour
     per stage (the Gantt's colours when there is a timeline), grouped by stage."""
-    rows = [(f"{r['stage']} · {r.get('role') or ''} rank {r['rank']}", r["stage"], r["value_us"])
-            for r in summary.get("stage_rank", []) if r["source"] == "capture"]
+    rows = [(f"{r['stage']} · {r['role'] or ''} rank {r['rank']}", r["stage"], r["value_us"])
+            for r in q.STAGE_RANK.rows(summary) if r["source"] == "capture"]
     if not rows:
         return None
     color = stage_colors(tl) if tl else {}
@@ -251,11 +251,16 @@ def _host_walls(summary: dict, tl: dict | None) -> Chart | None:
 def device_time(summary: dict, tl: dict | None) -> dict | None:
     """Per-rank device time (compute, exposed communication and copies, idle), or the host walls per
     step. Labels name the rank; the capture's path is in the hover text."""
-    caps = [c for c in summary.get("captures", []) if c["status"] == "ok" and c.get("device")]
+    caps, device = [], []
+    for c in summary.get("captures", []):
+        d = display.capture_rows(q.BREAKDOWN, c) if c["status"] == "ok" else []
+        if d:
+            caps.append(c)
+            device.append(d[0])
     if caps:
         labels = [label(c) for c in caps]
         dup = {t for t in labels if labels.count(t) > 1}   # two captures of one rank and stage: tell them apart
-        devs = [(f"{t} ({k + 1})" if t in dup else t, c["device"]) for k, (t, c) in enumerate(zip(labels, caps))]
+        devs = [(f"{t} ({k + 1})" if t in dup else t, d) for k, (t, d) in enumerate(zip(labels, device))]
         return {"host": False, "chart": stacked_bars(devs, DEVICE_PARTS, titles=[f"{t} [{c['path']}]"
                                                                                  for t, c in zip(labels, caps)])}
     walls = _host_walls(summary, tl)
