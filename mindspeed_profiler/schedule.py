@@ -20,10 +20,24 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import Iterable, Protocol, Sequence
 
-if TYPE_CHECKING:
-    from mindspeed_profiler.config import IntegratedConfig
+
+class PlanSettings(Protocol):
+    """The `integrated` fields a plan is made from (config.IntegratedConfig has them; a Protocol,
+    so that this layer imports nothing of config/)."""
+
+    @property
+    def step_runs(self) -> tuple[tuple[int, int], ...]: ...
+
+    @property
+    def warmup_steps(self) -> int: ...
+
+    @property
+    def stages(self) -> tuple[str, ...] | None: ...
+
+    @property
+    def profile_steps_continuous(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -144,7 +158,7 @@ def plan_from_runs(step_runs: tuple[tuple[int, int], ...], warmup: int = 0, stag
     return Plan(step_runs, (), tuple(stages))
 
 
-def plan_from_config(cfg: IntegratedConfig) -> Plan:
+def plan_from_config(cfg: PlanSettings) -> Plan:
     """The plan for an IntegratedConfig (uses `.step_runs`, `.warmup_steps`, `.stages`,
     `.profile_steps_continuous`)."""
     return plan_from_runs(cfg.step_runs, cfg.warmup_steps, cfg.stages, cfg.profile_steps_continuous)

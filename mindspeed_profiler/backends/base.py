@@ -15,13 +15,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
+from mindspeed_profiler.capture_options import CaptureSettings
 from mindspeed_profiler.schedule import Window
-
-if TYPE_CHECKING:  # annotations only: config imports the backend registry, which imports this module
-    from mindspeed_profiler.config import IntegratedConfig
-
 
 @dataclass(frozen=True, kw_only=True)
 class CaptureSpec(Window):
@@ -30,7 +27,7 @@ class CaptureSpec(Window):
     save_dir: str  # <profile_save_path>/<stage or "all">
     worker_name: str  # <role>_rank<R>_step<A>-<B>[_c<K>]_<host>
     trace_basename: str  # <role>_rank<R>
-    cfg: IntegratedConfig
+    cfg: CaptureSettings
 
 
 class CaptureHandle(ABC):
@@ -137,7 +134,7 @@ class Backend(ABC):
     @abstractmethod
     def open(self, spec: CaptureSpec) -> CaptureHandle: ...
 
-    def options(self, cfg: IntegratedConfig) -> dict[str, Any]:
+    def options(self, cfg: CaptureSettings) -> dict[str, Any]:
         """The backend options a config turns into (for the metadata)."""
         return {}
 

@@ -9,15 +9,13 @@ What one torch_npu *release* cannot honour is the npu backend's own business (np
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mindspeed_profiler._warn import warn_once
 from mindspeed_profiler.backends.base import Backend
 from mindspeed_profiler.backends.options import BACKEND_OPTIONS, OPTION_FIELDS, BackendOption, yaml_value
 from mindspeed_profiler.backends.registry import backend_classes
-
-if TYPE_CHECKING:  # annotations only: config imports the backend registry
-    from mindspeed_profiler.config import IntegratedConfig
+from mindspeed_profiler.capture_options import CaptureSettings
 
 __all__ = ["BACKEND_OPTIONS", "OPTION_FIELDS", "BackendOption", "yaml_value", "unhonoured_options", "unhonoured",
            "capture_options"]
@@ -32,7 +30,7 @@ def _honoured_by(name: str) -> tuple[str, ...]:
     return tuple(c.name for c in backend_classes() if name in c.honours)
 
 
-def unhonoured_options(backend: type[Backend] | Backend, cfg: IntegratedConfig) -> list[tuple[str, str]]:
+def unhonoured_options(backend: type[Backend] | Backend, cfg: CaptureSettings) -> list[tuple[str, str]]:
     """(field, note) for each backend-specific field `cfg` sets to a non-default value that
     `backend` does not honour."""
     out = []
@@ -51,13 +49,13 @@ def unhonoured_options(backend: type[Backend] | Backend, cfg: IntegratedConfig) 
     return out
 
 
-def unhonoured(backend: type[Backend] | Backend, cfg: IntegratedConfig) -> list[str]:
+def unhonoured(backend: type[Backend] | Backend, cfg: CaptureSettings) -> list[str]:
     """One note per backend-specific option `cfg` sets (to a non-default value) that `backend` does
     not honour, naming the field, its value and why."""
     return [note for _, note in unhonoured_options(backend, cfg)]
 
 
-def capture_options(backend: Backend, cfg: IntegratedConfig) -> dict[str, Any]:
+def capture_options(backend: Backend, cfg: CaptureSettings) -> dict[str, Any]:
     """The metadata's `options`: `backend.options(cfg)` with a note first for each option it does not
     honour, each also logged once per process per (backend, field)."""
     options = dict(backend.options(cfg))

@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
@@ -24,9 +24,7 @@ from mindspeed_profiler.backends import layout
 from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec, WindowedCapture
 from mindspeed_profiler.backends.marker_kinds import MarkerKind, register_marker_kind
 from mindspeed_profiler.backends.registry import register_backend
-
-if TYPE_CHECKING:  # annotations only: config imports the backend registry
-    from mindspeed_profiler.config import IntegratedConfig
+from mindspeed_profiler.capture_options import CaptureSettings
 
 _clock = time.perf_counter_ns
 _get_ident = threading.get_ident
@@ -132,7 +130,7 @@ class MarkersBackend(Backend):
     def __init__(self, device: str = "cpu"):
         self.device = device
 
-    def options(self, cfg: IntegratedConfig) -> dict[str, Any]:
+    def options(self, cfg: CaptureSettings) -> dict[str, Any]:
         return {"recorder": "markers", "annotations_only": True, "activities": [], "notes": [
             "level_none on a backend without an annotation-only mode: no vendor session; the mstx ranges, stage "
             "ranges and ProfilerStep ranges of the window are recorded by mindspeed-profiler itself"]}

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 from mindspeed_profiler import formats
 from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec
@@ -34,10 +34,8 @@ from mindspeed_profiler.backends.npu_release import (ANALYSE, DATA_DIR, ENUMS, E
                                                      NpuApi, import_torch_npu, installed_api, load_snapshot,
                                                      nearest_snapshot, snapshot_index, snapshot_versions, version_key)
 from mindspeed_profiler.backends.registry import register_backend
+from mindspeed_profiler.capture_options import CaptureSettings
 from mindspeed_profiler.schedule import schedule_args
-
-if TYPE_CHECKING:  # annotations only: config imports the backend registry
-    from mindspeed_profiler.config import IntegratedConfig
 
 __all__ = [  # the names this module had before the split (tests and users import them from here)
     "ANALYSE", "DATA_DIR", "ENUMS", "EXPERIMENTAL", "HANDLER", "INDEX_FILE", "MARK", "PROFILE", "RANGE_END",
@@ -170,7 +168,7 @@ class NpuBackend(Backend):
     def detect_device(cls) -> str | None:
         return "npu" if npu_available() else None
 
-    def options(self, cfg: IntegratedConfig) -> dict[str, Any]:
+    def options(self, cfg: CaptureSettings) -> dict[str, Any]:
         """What the config means, what is passed on the installed torch_npu and why (the metadata's
         `options`; `notes` lists what that release cannot honour)."""
         opts = profile_options(cfg)

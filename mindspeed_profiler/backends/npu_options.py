@@ -10,14 +10,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 from mindspeed_profiler._warn import warn_once
+from mindspeed_profiler.capture_options import FIELD_OF_KEYWORD, KEYWORDS, CaptureOptions, CaptureSettings
 from mindspeed_profiler.backends.npu_release import (EXPERIMENTAL, HANDLER, PROFILE, RANGE_START, SCHEDULE,
                                                      STEP_OFFSET_ATTR, NpuApi, import_torch_npu, installed_api)
-
-if TYPE_CHECKING:  # annotations only: config imports the backend registry
-    from mindspeed_profiler.config import IntegratedConfig
 
 
 _LEVELS = {"level_none": "Level_none", "level0": "Level0", "level1": "Level1", "level2": "Level2"}
@@ -26,11 +24,7 @@ _EXPORT = {"text": "Text", "db": "Db"}
 # option -> the integrated config field it comes from (named in notes)
 _FIELD = {
     "activities": "profile_with_cpu / profile_with_npu",
-    "record_shapes": "profile_record_shapes",
-    "profile_memory": "profile_with_memory",
-    "with_stack": "profile_with_stack",
-    "with_modules": "profile_with_module",
-    "with_flops": "profile_with_flops",
+    **FIELD_OF_KEYWORD,
     "analyse_flag": "profile_analysis",
     "profiler_level": "profile_level",
     "aic_metrics": "aic_metrics",
@@ -44,7 +38,7 @@ _FIELD = {
 # what leaving an option out means on the releases we know (torch_npu's defaults): dropping an
 # option that has this value changes nothing, so it needs no note
 _NEUTRAL: dict[str, Any] = {
-    "record_shapes": False, "profile_memory": False, "with_stack": False, "with_modules": False, "with_flops": False,
+    **dict.fromkeys(KEYWORDS, False),
     "analyse_flag": True, "l2_cache": False, "mstx": False, "data_simplification": True, "export_type": "Text",
 }
 # the feature each option is, in words (named in notes)
@@ -61,10 +55,11 @@ _FEATURE = {
 }
 
 
-def profile_options(cfg: IntegratedConfig) -> dict[str, Any]:
+def profile_options(cfg: CaptureSettings) -> dict[str, Any]:
     """Pure: the torch_npu option names a config means (enum members by name), for the newest API.
     `adapt_options` maps them onto what an older release has."""
-    activities = [a for a, on in (("CPU", cfg.profile_with_cpu), ("NPU", cfg.profile_with_npu)) if on]
+    opts = CaptureOptions.from_settings(cfg)
+    activities = [a for a, on in (("CPU", opts.with_cpu), ("NPU", opts.with_device)) if on]
     experimental: dict[str, Any] = {
         "profiler_level": _LEVELS[cfg.profile_level],
         "l2_cache": cfg.l2_cache,
@@ -82,11 +77,7 @@ def profile_options(cfg: IntegratedConfig) -> dict[str, Any]:
         experimental["mstx_domain_exclude"] = list(cfg.mstx_domain_exclude)
     return {
         "activities": activities,
-        "record_shapes": cfg.profile_record_shapes,
-        "profile_memory": cfg.profile_with_memory,
-        "with_stack": cfg.profile_with_stack,
-        "with_modules": cfg.profile_with_module,
-        "with_flops": cfg.profile_with_flops,
+        **opts.flags,
         "experimental": experimental,
         "analyse_flag": bool(cfg.profile_analysis),
     }
@@ -139,7 +130,7 @@ def adapt_options(options: Mapping[str, Any], api: NpuApi) -> Adapted:
         else:
             drop("activities", name, f"ProfilerActivity has no {name}", "that activity is not recorded")
     profile: dict[str, Any] = {"activities": activities}
-    for option in ("record_shapes", "profile_memory", "with_stack", "with_modules", "with_flops"):
+    for option in KEYWORDS:
         value = options[option]
         if api.accepts(PROFILE, option):
             profile[option] = value

@@ -23,16 +23,14 @@ import gzip
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mindspeed_profiler.backends import layout
 from mindspeed_profiler import formats
+from mindspeed_profiler.capture_options import CaptureOptions, CaptureSettings
 from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec, WindowedCapture
 from mindspeed_profiler.backends.memory_snapshot import MemorySnapshot, snapshot_kind
 from mindspeed_profiler.backends.registry import register_backend
-
-if TYPE_CHECKING:  # annotations only: config imports the backend registry
-    from mindspeed_profiler.config import IntegratedConfig
 
 _LEVEL_ADDS = {
     "level_none": {},
@@ -43,35 +41,30 @@ _LEVEL_ADDS = {
 ANNOTATION_CATS = frozenset({"user_annotation", "gpu_user_annotation"})
 
 
-def profile_options(cfg: IntegratedConfig, cuda: bool) -> dict[str, Any]:
+def profile_options(cfg: CaptureSettings, cuda: bool) -> dict[str, Any]:
     """Pure: the torch.profiler.profile options a config means (activities by name) plus notes."""
-    level = cfg.profile_level
+    opts = CaptureOptions.from_settings(cfg)
+    level = opts.level
     notes: list[str] = []
     activities = []
-    if cfg.profile_with_cpu or level == "level_none":
+    if opts.with_cpu or level == "level_none":
         activities.append("CPU")
-    if cfg.profile_with_npu and cuda:
+    if opts.with_device and cuda:
         activities.append("CUDA")
     if not activities:
         # CPU-only machine with profile_with_cpu false: nothing would be recorded at all.
         activities.append("CPU")
         notes.append("profile_with_cpu is false and no CUDA device: recording CPU activity anyway")
-    if level == "level_none" and not cfg.profile_with_cpu:
+    if level == "level_none" and not opts.with_cpu:
         notes.append("level_none records CPU activity to see annotations; the trace keeps annotations only")
-    flags = {
-        "record_shapes": cfg.profile_record_shapes,
-        "profile_memory": cfg.profile_with_memory,
-        "with_stack": cfg.profile_with_stack,
-        "with_modules": cfg.profile_with_module,
-        "with_flops": cfg.profile_with_flops,
-    }
+    flags = dict(opts.flags)
     if level == "level_none":
         flags = dict.fromkeys(flags, False)
     else:
         for k, v in _LEVEL_ADDS[level].items():
             flags[k] = flags[k] or v
     snapshot = None
-    if cfg.profile_with_memory and level != "level_none":   # the allocator's history too, for PyTorch's memory viewer
+    if opts.flags["profile_memory"] and level != "level_none":   # the allocator's history too, for PyTorch's memory viewer
         snapshot, why_not = snapshot_kind("cuda" if cuda else "cpu", flags)
         if why_not:
             notes.append(why_not)
@@ -220,7 +213,7 @@ class TorchBackend(Backend):
         except Exception:
             return None
 
-    def options(self, cfg: IntegratedConfig) -> dict[str, Any]:
+    def options(self, cfg: CaptureSettings) -> dict[str, Any]:
         return profile_options(cfg, self.cuda)
 
     def open(self, spec: CaptureSpec) -> CaptureHandle:

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
+from mindspeed_profiler.capture_options import FIELD_OF_KEYWORD
+
 SCHEMA = 1
 MAX_ITERATIONS = 1000  # one request records at most this many iterations: more is a mistake, not a capture
 MAX_FIELDS = 64        # integrated fields one request may set (the schema has fewer)
@@ -159,9 +161,7 @@ def check_limits(fields: Mapping[str, Any], job: Any) -> None:
 
 # torch_npu dynamic profiler -> our integrated fields
 _NPU_LEVELS = {"level_none": "level_none", "level0": "level0", "level1": "level1", "level2": "level2"}
-_NPU_BOOLS = {"record_shapes": "profile_record_shapes", "profile_memory": "profile_with_memory",
-              "with_stack": "profile_with_stack", "with_flops": "profile_with_flops",
-              "with_modules": "profile_with_module", "analyse": "profile_analysis"}
+_NPU_BOOLS = {**FIELD_OF_KEYWORD, "analyse": "profile_analysis"}
 _NPU_EXP_BOOLS = {"l2_cache": "l2_cache", "mstx": "mstx", "msprof_tx": "mstx", "data_simplification": "data_simplification"}
 
 

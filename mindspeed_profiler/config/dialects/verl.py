@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from mindspeed_profiler import stages as _stages
+from mindspeed_profiler.capture_options import fields_of_words
 from mindspeed_profiler.config.dialects.reader import ABSENT, STAGES_KEY, Note, Reader, Translation, is_mapping
 from mindspeed_profiler.config.errors import SECTIONS, describe, hint
 
@@ -39,10 +40,8 @@ VERL_TOOL_KEYS = {
 }
 # tool_config.<tool>.contents -> our integrated flag
 VERL_CONTENTS = {
-    "npu": {"npu": "profile_with_npu", "cpu": "profile_with_cpu", "memory": "profile_with_memory",
-            "shapes": "profile_record_shapes", "module": "profile_with_module", "stack": "profile_with_stack"},
-    "torch": {"cuda": "profile_with_npu", "cpu": "profile_with_cpu", "memory": "profile_with_memory",
-              "shapes": "profile_record_shapes", "stack": "profile_with_stack"},
+    "npu": {"npu": "profile_with_npu", "cpu": "profile_with_cpu", **fields_of_words("memory", "shapes", "module", "stack")},
+    "torch": {"cuda": "profile_with_npu", "cpu": "profile_with_cpu", **fields_of_words("memory", "shapes", "stack")},
 }
 VERL_TORCH_UNMAPPED_CONTENTS = ("profile-by-stage", "merge-profiles")
 
