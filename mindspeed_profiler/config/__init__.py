@@ -9,9 +9,10 @@ every problem is reported together in one `ProfilerConfigError`.
     checks.py      the field checkers and the limits they enforce
     schema.py      the typed, immutable config objects; each field declared once, with its checker
     validate.py    sections, then cross-field rules (the system section's: system/config_rules.py)
-    containers.py  plain data from OmegaConf/Hydra containers; deep copies
-    load.py        load_config, the one entry point: the source read, overrides (parsed once), validated
-    dialects/      MindSpeed-RL, verl and RLinf settings read as ours
+    containers.py  plain data from OmegaConf/Hydra containers; the block's one deep copy
+    load.py        load_config, the one entry point, in one pass: read, layout detected once,
+                   translated, overrides applied (each parsed once), validated
+    dialects/      MindSpeed-RL, verl and RLinf settings read as ours (`detect`, `Layout.translate`)
 
 Every name below is importable from `mindspeed_profiler.config` as it was when this was one module.
 """

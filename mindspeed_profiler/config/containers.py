@@ -1,5 +1,6 @@
 """Plain data from what a user passes: an OmegaConf/Hydra container turned into dicts and lists
-(without importing omegaconf unless one is passed), and deep copies that overrides can change."""
+(without importing omegaconf unless one is passed; load_config does it once, when reading), and the
+deep copy of our block that load_config makes once, so that nothing validated is the caller's."""
 from __future__ import annotations
 
 from typing import Any, Mapping

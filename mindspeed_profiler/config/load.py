@@ -211,10 +211,8 @@ def _load(source: Any, overrides: Any, check_paths: bool) -> ProfilerConfig:
     data, origin = read_source(source)
     layout = dialects.detect(data)
     theirs, ours = split_parsed(layout, parsed)
-    data = apply_theirs(data, theirs)
-    block = deep_copy(find_our_block(data, origin, layout))   # the one copy: validate() keeps nothing of the caller's
-    for o in ours:
-        block = with_override(block, o.block_parts, o.value)
+    block = find_our_block(apply_theirs(data, theirs), origin, layout)
+    block = apply_ours(deep_copy(block), ours)   # the one copy: validate() keeps nothing of the caller's
     return validate(block, check_paths=check_paths)
 
 
@@ -231,6 +229,13 @@ def apply_theirs(data: Any, theirs: Sequence[Override]) -> Any:
     for o in theirs:
         data = with_override(data, o.parts, o.value)
     return data
+
+
+def apply_ours(block: dict[str, Any], ours: Sequence[Override]) -> dict[str, Any]:
+    """Our block with our overrides set (the `profiler_config.` prefix optional)."""
+    for o in ours:
+        block = with_override(block, o.block_parts, o.value)
+    return block
 
 
 def split_overrides(data: Any, overrides: Iterable[str]) -> tuple[Any, list[str]]:
