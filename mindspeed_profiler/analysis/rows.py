@@ -24,7 +24,8 @@ literal, and puts them where the model says they live:
   fields (a sub-dict made by `part(block, **values)`, or None) and the names in `holds` (blocks of
   other questions the row carries, e.g. communication's `top`). Any other name raises
   `UnknownField` (a KeyError and a ValueError) naming the model, the name and the closest declared
-  one; a computed field is refused too (select() makes it). Declared defaults (`Field.default`) are
+  one. A computed field is accepted: the code of a select() that computes its rows (stragglers)
+  builds them with row() too. Declared defaults (`Field.default`) are
   filled for names not given; the values keep the order the caller gave them (summary.json is
   written in that order), defaults after them.
 - `put(target, rows)` stores a capture's rows (a list, or the one row of a block) in the capture's
@@ -134,20 +135,17 @@ class RowModel:
 
     @cached_property
     def _writable(self) -> frozenset:
-        top = {f.path[0] for f in self.fields if not f.computed}
+        top = {f.path[0] for f in self.fields}
         return frozenset(top | set(self.holds))
 
     @cached_property
     def _defaults(self) -> tuple[tuple[str, Any], ...]:
-        return tuple((f.path[0], f.default) for f in self.fields
-                     if f.default is not NO_DEFAULT and not f.computed and len(f.path) == 1)
+        return tuple((f.path[0], f.default) for f in self.fields if f.default is not NO_DEFAULT and len(f.path) == 1)
 
     def _unknown(self, names: Iterable[str], declared: Iterable[str], where: str = "") -> UnknownField:
         bad = sorted(set(names) - set(declared))[0]
         close = difflib.get_close_matches(bad, sorted(declared), n=1, cutoff=0.5)
-        computed = [f.name for f in self.fields if f.computed and f.name == bad]
-        why = ("is computed by the model's select(), not written" if computed
-               else "is not a field of it" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        why = "is not a field of it" + (f" (did you mean {close[0]!r}?)" if close else "")
         return UnknownField(f"row model {self.question!r}{where}: {bad!r} {why}; declared: "
                             f"{', '.join(sorted(declared))}")
 

@@ -151,9 +151,9 @@ def range_peaks(mem: list[tuple], ranges: list[tuple], top_n: int = MAX_RANGES) 
             a[0] += 1
             a[1] = max(a[1], int(alloc[i0:i1].max()))
             a[2] = max(a[2], int(resv[i0:i1].max()))
-        rows = [{"device": device_label(dt, di), "range": n, "n_ranges": v[0],
-                 "peak_allocated_bytes": v[1] if v[1] >= 0 else None, "peak_reserved_bytes": v[2] if v[2] >= 0 else None,
-                 "source": KINETO_SOURCE} for n, v in agg.items()]
+        rows = [MEMORY_STAGE_PEAKS.row(device=device_label(dt, di), range=n, n_ranges=v[0],
+                                       peak_allocated_bytes=v[1] if v[1] >= 0 else None, peak_reserved_bytes=v[2] if v[2] >= 0 else None,
+                                       source=KINETO_SOURCE) for n, v in agg.items()]
         rows.sort(key=lambda r: (-(r["peak_allocated_bytes"] or -1), r["range"]))
         out += rows[:top_n]
     return out
@@ -242,8 +242,8 @@ def memory_block(mem: list[tuple], n_bad: int, ops: list[tuple], ranges: list[tu
         d.pop("_net")
         devices.append(d)
         ranked = sorted(((n, v) for n, v in per.items() if v[1]), key=lambda kv: (-kv[1][0], kv[0]))[:top_n]
-        top += [{"device": d["device"], "op": n, "bytes": v[0], "count": v[1], "max_bytes": v[2], "net_bytes": v[3],
-                 "source": KINETO_SOURCE} for n, v in ranked]
+        top += [MEMORY_RECORD_OPS.row(device=d["device"], op=n, bytes=v[0], count=v[1], max_bytes=v[2], net_bytes=v[3],
+                                      source=KINETO_SOURCE) for n, v in ranked]
     warnings = [f"{n_bad} [memory] event(s) unusable, left out"] if n_bad else []
     return {"devices": devices, "ops": top, "ranges": range_peaks(mem, ranges), "n_bad": n_bad, "warnings": warnings}
 
@@ -337,10 +337,10 @@ def record_peaks(records: Iterable[dict], source: str) -> list[dict]:
         key = (r["device"], r["component"])
         a = agg.get(key)
         if a is None:
-            a = agg[key] = {"device": r["device"], "device_id": _device_id(r["device"]), "component": r["component"],
-                            "n_records": 0, "peak_allocated_bytes": None, "peak_at_us": None,
-                            "peak_reserved_bytes": None, "peak_reserved_at_us": None, "n_allocs": None,
-                            "alloc_bytes": None, "peak_net_bytes": None, "unattributed_bytes": None, "capacity_bytes": None, "source": source}
+            a = agg[key] = MEMORY_RECORD_PEAKS.row(device=r["device"], device_id=_device_id(r["device"]), component=r["component"],
+                                                   n_records=0, peak_allocated_bytes=None, peak_at_us=None,
+                                                   peak_reserved_bytes=None, peak_reserved_at_us=None, n_allocs=None,
+                                                   alloc_bytes=None, peak_net_bytes=None, unattributed_bytes=None, capacity_bytes=None, source=source)
         a["n_records"] += 1
         v = r["allocated_bytes"]
         if v is not None and (a["peak_allocated_bytes"] is None or v > a["peak_allocated_bytes"]):
@@ -362,8 +362,8 @@ def op_totals(allocs: Iterable[dict], source: str, top_n: int = TOP_N) -> list[d
     out = []
     for dev in sorted({d for d, _ in agg}):
         ranked = sorted(((op, v) for (d, op), v in agg.items() if d == dev), key=lambda kv: (-kv[1][0], kv[0]))[:top_n]
-        out += [{"device": dev, "op": op, "bytes": v[0], "count": v[1], "max_bytes": v[2], "net_bytes": None,
-                 "source": source} for op, v in ranked]
+        out += [MEMORY_RECORD_OPS.row(device=dev, op=op, bytes=v[0], count=v[1], max_bytes=v[2], net_bytes=None,
+                                      source=source) for op, v in ranked]
     return out
 
 

@@ -253,10 +253,10 @@ def matched_collectives(per_rank: dict[int, RankCollectives]) -> list[dict]:
         wait = {r: latest - s for r, s in sorted(start.items())}
         late = min(r for r, s in start.items() if s == latest)   # a tie: the lowest rank
         last = late if any(w > 0 for w in wait.values()) else None
-        out.append({"step": key[0], "name": key[1], "stream": key[2], "ordinal": key[3], "ranks": sorted(ks),
-                    "n_ranks": len(ks), "last_rank": last, "wait_us": wait, "max_wait_us": max(wait.values()),
-                    "cost_us": sum(wait.values()),
-                    "late_launch_share": late_launch_share(ks, wait, last) if last is not None else None})
+        out.append(STRAGGLER_COLLECTIVES.row(step=key[0], name=key[1], stream=key[2], ordinal=key[3], ranks=sorted(ks),
+                                             n_ranks=len(ks), last_rank=last, wait_us=wait, max_wait_us=max(wait.values()),
+                                             cost_us=sum(wait.values()),
+                                             late_launch_share=late_launch_share(ks, wait, last) if last is not None else None))
     return out
 
 
@@ -321,15 +321,15 @@ def straggler_rows(per_rank: dict[int, RankCollectives], hta: dict | None = None
     for r in sorted(per_rank):
         m = (hta or {}).get("metric", {}).get(r)
         c = costs.get(r, {})
-        rows.append({"rank": r, "metric": float(np.mean(list(m.values()))) if m else None,
-                     "n_flagged": (hta or {}).get("counts", {}).get(r), "is_potential_straggler": r in flagged,
-                     "n_collectives": len(per_rank[r].kernels), "n_matched": c.get("n_matched", 0),
-                     "n_last": c.get("n_last", 0), "cost_to_others_us": c.get("cost_to_others_us", 0.0),
-                     "worst_victim_rank": c.get("worst_victim_rank"),
-                     "worst_victim_cost_us": c.get("worst_victim_cost_us"),
-                     "worst_victim_net_us": c.get("worst_victim_net_us"),
-                     "waited_us": c.get("waited_us", 0.0), "late_launch_us": c.get("late_launch_us"),
-                     "source": source})
+        rows.append(STRAGGLERS.row(rank=r, metric=float(np.mean(list(m.values()))) if m else None,
+                                   n_flagged=(hta or {}).get("counts", {}).get(r), is_potential_straggler=r in flagged,
+                                   n_collectives=len(per_rank[r].kernels), n_matched=c.get("n_matched", 0),
+                                   n_last=c.get("n_last", 0), cost_to_others_us=c.get("cost_to_others_us", 0.0),
+                                   worst_victim_rank=c.get("worst_victim_rank"),
+                                   worst_victim_cost_us=c.get("worst_victim_cost_us"),
+                                   worst_victim_net_us=c.get("worst_victim_net_us"),
+                                   waited_us=c.get("waited_us", 0.0), late_launch_us=c.get("late_launch_us"),
+                                   source=source))
     return rows
 
 
@@ -466,10 +466,10 @@ def ascend_matched(per_rank: dict[int, dict]) -> list[dict]:
         least = min(t.values())
         wait = {r: v - least for r, v in t.items()}
         late = min(r for r, v in t.items() if v == least)   # a tie: the lowest rank
-        out.append({"step": key[0], "name": key[2], "stream": key[1], "ordinal": key[3], "ranks": sorted(rows),
-                    "n_ranks": len(rows), "last_rank": late if any(w > 0 for w in wait.values()) else None,
-                    "wait_us": wait, "max_wait_us": max(wait.values()), "cost_us": sum(wait.values()),
-                    "measured": measured})
+        out.append(STRAGGLER_COLLECTIVES.row(step=key[0], name=key[2], stream=key[1], ordinal=key[3], ranks=sorted(rows),
+                                             n_ranks=len(rows), last_rank=late if any(w > 0 for w in wait.values()) else None,
+                                             wait_us=wait, max_wait_us=max(wait.values()), cost_us=sum(wait.values()),
+                                             measured=measured))
     return out
 
 
@@ -492,14 +492,14 @@ def ascend_straggler_rows(per_rank: dict[int, dict], instances: list[dict] | Non
     rows = []
     for r in sorted(per_rank):
         c = costs.get(r, {})
-        rows.append({"rank": r, "metric": None, "n_flagged": None, "is_potential_straggler": None,
-                     "n_collectives": len(per_rank[r].get("ops") or []), "n_matched": c.get("n_matched", 0),
-                     "n_last": c.get("n_last", 0), "cost_to_others_us": c.get("cost_to_others_us", 0.0),
-                     "worst_victim_rank": c.get("worst_victim_rank"),
-                     "worst_victim_cost_us": c.get("worst_victim_cost_us"),
-                     "worst_victim_net_us": c.get("worst_victim_net_us"), "waited_us": c.get("waited_us", 0.0),
-                     "slow_affect_count": votes.get(r, 0),
-                     "source": ASCEND_SOURCE if measured else ASCEND_ELAPSE_SOURCE})
+        rows.append(STRAGGLERS.row(rank=r, metric=None, n_flagged=None, is_potential_straggler=None,
+                                   n_collectives=len(per_rank[r].get("ops") or []), n_matched=c.get("n_matched", 0),
+                                   n_last=c.get("n_last", 0), cost_to_others_us=c.get("cost_to_others_us", 0.0),
+                                   worst_victim_rank=c.get("worst_victim_rank"),
+                                   worst_victim_cost_us=c.get("worst_victim_cost_us"),
+                                   worst_victim_net_us=c.get("worst_victim_net_us"), waited_us=c.get("waited_us", 0.0),
+                                   slow_affect_count=votes.get(r, 0),
+                                   source=ASCEND_SOURCE if measured else ASCEND_ELAPSE_SOURCE))
     return rows
 
 
@@ -559,7 +559,7 @@ STRAGGLER_COLLECTIVES = RowModel(
     "straggler_collectives", "collective matched on two ranks or more",
     "computed from captures[*].collective_kernels or captures[*].communication_ops",
     table="straggler_collectives", method="straggler_collectives", per_capture=False,
-    select=_computed(1), fields=(
+    holds=("ranks", "wait_us", "measured"), select=_computed(1), fields=(
         *_IDENT,
         Field("step", "step", "HTA's step of its launch (-1: none)", computed=True),
         Field("name", "text", "the kernel", computed=True),
