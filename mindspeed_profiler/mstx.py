@@ -66,7 +66,8 @@ register_marker_kind = _kinds.register_marker_kind
 _loaded: dict[str, Optional[Any]] = {}  # kind -> implementation, or None (unavailable), resolved once
 
 
-def _load_marker(kind: str) -> Optional[Any]:
+def load_marker(kind: str) -> Optional[Any]:
+    """The implementation of marker kind `kind` (loaded once), or None when unavailable (warned once)."""
     if kind in _loaded:
         return _loaded[kind]
     impl = None
@@ -91,7 +92,7 @@ def _device_backends() -> tuple:
         kinds, in_capture = _markers_of(STATE.device or _detected_device())
     if STATE.capture_active:
         kinds = tuple(dict.fromkeys(kinds + in_capture))
-    return tuple(impl for impl in map(_load_marker, kinds) if impl is not None)
+    return tuple(impl for impl in map(load_marker, kinds) if impl is not None)
 
 
 _device_kinds: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from mindspeed_profiler._state import STATE
 
-if TYPE_CHECKING:
-    from mindspeed_profiler.profiler import IntegratedProfiler
+if TYPE_CHECKING:  # the profiler imports this module: its Protocol, not its class
+    from mindspeed_profiler.runtime.protocols import Profiler
 
 # Started, not yet stopped profilers of this process (enabled or tracer-only).
-RUNNING: "weakref.WeakSet[IntegratedProfiler]" = weakref.WeakSet()
+RUNNING: "weakref.WeakSet[Profiler]" = weakref.WeakSet()
 # Captures recording in this process, across all profilers: a second session would steal the
 # first's, and exporting the first then crashes the interpreter, so an overlapping capture is
 # not opened.
@@ -89,7 +89,7 @@ def sync_iteration() -> None:
         STATE.iteration = None
 
 
-def union_of_domains(profilers: list["IntegratedProfiler"]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def union_of_domains(profilers: list["Profiler"]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """One (include, exclude) pair selecting a domain when any profiler's pair selects it
     (torch_npu's rule: a non-empty include list wins, else everything not excluded)."""
     pairs = [(p.cfg.mstx_domain_include, p.cfg.mstx_domain_exclude) for p in profilers]

@@ -91,9 +91,9 @@ _enter, _exit = stage_runners(StageScope)
 def _stage_range(backend: Backend | None, name: str):
     """(marker implementation, token) of a range drawing the stage inside the running capture
     (record_function for torch and torch_npu, the lightweight recorder's own buffer), or None."""
-    from mindspeed_profiler.mstx import _load_marker
+    from mindspeed_profiler.mstx import load_marker
 
-    impl = _load_marker(backend.stage_marker if backend is not None else "record_function")
+    impl = load_marker(backend.stage_marker if backend is not None else "record_function")
     if impl is None:
         return None
     try:

@@ -10,8 +10,16 @@ from mindspeed_profiler.observers import ObservedProfiler
 
 if TYPE_CHECKING:
     from mindspeed_profiler.backends import Backend
-    from mindspeed_profiler.runtime.captures import Captures
     from mindspeed_profiler.runtime.spans import Spans
+
+
+class StageCaptures(Protocol):
+    """What a stage scope uses of its profiler's captures (runtime/captures.py's Captures): the
+    capture of one stage call, opened and closed (an opaque handle, or None)."""
+
+    def stage_call(self, name: str, iteration: int) -> Any: ...
+
+    def close(self, cap: Any) -> None: ...
 
 
 class StageHost(ObservedProfiler, Protocol):
@@ -22,7 +30,7 @@ class StageHost(ObservedProfiler, Protocol):
     request_id: str | None
     observers: list[Any]
     spans: Spans
-    capturing: Captures | None
+    capturing: StageCaptures | None
     running: bool
 
     @property
@@ -34,6 +42,7 @@ class Profiler(StageHost, Protocol):
 
     cfg: Any
     rank: int | None
+    rank_selected: bool
     world_size: int | None
     captures: list[dict[str, Any]]
 
@@ -46,5 +55,7 @@ class Profiler(StageHost, Protocol):
     def stage(self, name: str) -> ContextManager[Any]: ...
 
     def add_observer(self, observer: Any) -> None: ...
+
+    def forget_after_fork(self) -> None: ...
 
     def for_request(self, cfg: Any, request_id: str, *, rank: int | None, world_size: int | None) -> Profiler: ...
