@@ -231,19 +231,19 @@ def _row(rs: list[dict], size_key: tuple, latency_bytes: int) -> dict:
     per_call = [x for x in per_call if x is not None]
     alg = algbw_gbps(t_bytes, t_us)
     bpc = int(round(sum(sized) / len(sized))) if sized else None
-    return {
-        "collective": first["collective"], "op": op, "dtype": first["dtype"], "group_size": n,
-        "pg_name": first["pg_name"], "pg_desc": first["pg_desc"], "source": first["source"],
-        "size_bucket": size_key[0] == "bucket",
-        "count": len(rs), "n_timed": len(timed), "n_kernels": sum(r["n_kernels"] for r in rs),
-        "total_us": float(sum(r["us"] for r in rs if r["us"] is not None)) if any(r["us"] is not None for r in rs) else None,
-        "bytes": sum(sized) if sized else None, "bytes_per_call": bpc,
-        "bytes_min": min(sized) if sized else None, "bytes_max": max(sized) if sized else None,
-        "algbw_gbps": alg, "busbw_gbps": None if alg is None or factor is None else alg * factor,
-        "algbw_min_gbps": min(per_call) if per_call else None, "algbw_max_gbps": max(per_call) if per_call else None,
-        "busbw_factor": factor,
-        "latency_bound": None if bpc is None or op is None else bpc < latency_bytes,
-    }
+    return COLLECTIVE_BANDWIDTH.row(
+        collective=first["collective"], op=op, dtype=first["dtype"], group_size=n,
+        pg_name=first["pg_name"], pg_desc=first["pg_desc"], source=first["source"],
+        size_bucket=size_key[0] == "bucket",
+        count=len(rs), n_timed=len(timed), n_kernels=sum(r["n_kernels"] for r in rs),
+        total_us=float(sum(r["us"] for r in rs if r["us"] is not None)) if any(r["us"] is not None for r in rs) else None,
+        bytes=sum(sized) if sized else None, bytes_per_call=bpc,
+        bytes_min=min(sized) if sized else None, bytes_max=max(sized) if sized else None,
+        algbw_gbps=alg, busbw_gbps=None if alg is None or factor is None else alg * factor,
+        algbw_min_gbps=min(per_call) if per_call else None, algbw_max_gbps=max(per_call) if per_call else None,
+        busbw_factor=factor,
+        latency_bound=None if bpc is None or op is None else bpc < latency_bytes,
+    )
 
 
 def trace_collective_bandwidth(ct: ClassifiedTrace) -> list[dict]:

@@ -218,10 +218,11 @@ def launch_stats(ct: ClassifiedTrace) -> dict | None:
 
 def trace_idle_causes(ct: ClassifiedTrace) -> dict:
     """A capture's summary.json fields: idle_causes (per stream) and kernel_launches (when any)."""
-    out: dict = {"idle_causes": idle_causes(ct)}
+    out: dict = {}
+    IDLE_CAUSES.put(out, idle_causes(ct))
     ls = launch_stats(ct)
     if ls is not None:
-        out["kernel_launches"] = ls
+        KERNEL_LAUNCHES.put(out, ls)
     return out
 
 

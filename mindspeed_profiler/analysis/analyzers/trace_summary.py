@@ -8,7 +8,7 @@ from ..parsing.events import Events
 from .annotations import ANNOTATIONS, top_annotations
 from .breakdown import BREAKDOWN, trace_breakdown
 from .classify import ClassifiedTrace, classified
-from .collective_bandwidth import trace_collective_bandwidth
+from .collective_bandwidth import COLLECTIVE_BANDWIDTH, trace_collective_bandwidth
 from .communication import COMMUNICATION, collective_call, communication_summary, device_communication, host_communication
 from .idle_causes import trace_idle_causes
 from .kernels import KERNEL_TOTALS, KERNELS, kernel_rows, kernel_totals, top_kernels
@@ -45,7 +45,7 @@ def summarise_classified(ct: ClassifiedTrace, top_n: int = 20) -> dict:
         out["collective_kernels"] = block
     bandwidth = trace_collective_bandwidth(ct)
     if bandwidth:
-        out["collective_bandwidth"] = bandwidth
+        COLLECTIVE_BANDWIDTH.put(out, bandwidth)
     ops, kernels = op_rows(ct), kernel_rows(ct)
     annotations = top_annotations(ct, top_n)
     ANNOTATIONS.put(out, annotations)
