@@ -91,8 +91,10 @@ def npu_memory_summary(records: list[dict]) -> list[dict]:
     allocator), GE (graph engine), PTA+GE, APP (the process: reserved only)."""
     agg: dict[str, dict] = {}
     for r in records:
-        a = agg.setdefault(r["component"], {"component": r["component"], "n_records": 0, "peak_allocated_bytes": None,
-                                            "peak_reserved_bytes": None, "peak_active_bytes": None})
+        a = agg.get(r["component"])
+        if a is None:
+            a = agg[r["component"]] = NPU_MEMORY.row(component=r["component"], n_records=0, peak_allocated_bytes=None,
+                                                     peak_reserved_bytes=None, peak_active_bytes=None)
         a["n_records"] += 1
         for k in ("allocated", "reserved", "active"):
             v = r.get(f"{k}_bytes")

@@ -117,18 +117,22 @@ def analyse_timeline(trace: dict) -> dict:
                                        critical_path=critical_path(inside, lo, hi)))
     # stage x worker table over the whole timeline
     table: dict[tuple, dict] = {}
+    durs: dict[tuple, list] = {}   # each row's span durations (kept out of the row)
     for s in stages:
-        r = table.setdefault((s["stage"], s["worker"]), {"stage": s["stage"], "worker": s["worker"], "role": s["role"],
-                                                         "rank": s["rank"], "count": 0, "total_us": 0.0})
+        key = (s["stage"], s["worker"])
+        r = table.get(key)
+        if r is None:
+            r = table[key] = STAGE_WORKER.row(stage=s["stage"], worker=s["worker"], role=s["role"], rank=s["rank"],
+                                              count=0, total_us=0.0)
+            durs[key] = []
         r["count"] += 1
         r["total_us"] += s["dur"]
-        r.setdefault("_durs", []).append(s["dur"])
-    for r in table.values():
+        durs[key].append(s["dur"])
+    for key, r in table.items():
         r["mean_us"] = r["total_us"] / r["count"]
         # the median resists the one-off slow calls (first iteration's warm-up, a profiled call)
-        durs = r.pop("_durs")
-        r["median_us"] = float(np.median(durs))
-        r["spread_us"] = spread(durs)   # the noise slow-rank flags must exceed
+        r["median_us"] = float(np.median(durs[key]))
+        r["spread_us"] = spread(durs[key])   # the noise slow-rank flags must exceed
     gantt = sorted(stages, key=lambda s: s["ts"])[:MAX_GANTT_SPANS]
     return {
         "n_stage_spans": len(stages), "n_iterations": len(windows), "t0_us": t0,
