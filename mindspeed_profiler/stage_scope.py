@@ -29,13 +29,7 @@ class StageScope:
         self.p, self.name = p, name
         self.span = self.cap = self.rng = self.subs = None
 
-    def __enter__(self) -> "StageScope":
-        _enter(self)
-        return self
-
-    def __exit__(self, *exc: Any) -> bool:
-        _exit(self, exc)
-        return False
+    # __enter__ and __exit__: runtime/boundary.py's STAGE_ENTRY row, below the class
 
     # ------------------------------------------------------------------ the entry, in STAGE_ENTRY's order
 
@@ -85,7 +79,7 @@ class StageScope:
         STATE.stage = self.prev
 
 
-_enter, _exit = stage_runners(StageScope)
+StageScope.__enter__, StageScope.__exit__ = stage_runners(StageScope)
 
 
 def _stage_range(backend: Backend | None, name: str):

@@ -63,11 +63,12 @@ GUARDS = {
 }
 
 
-def sequence(cls: type, names: tuple[str, ...], arg: str | None = None, param: str | None = None) -> Callable[..., None]:
+def sequence(cls: type, names: tuple[str, ...], arg: str | None = None, param: str | None = None,
+             result: str = "None") -> Callable[..., Any]:
     """One function `run(self[, param])` calling `self._<name>(arg)` for each name in order (`arg`: a
-    Python expression, the constant boundary or the parameter), each behind its GUARDS check.
-    Generated once per class and row: the same code as written by hand, without a loop or a call
-    per idle action on the hot path."""
+    Python expression, the constant boundary or the parameter), each behind its GUARDS check, and
+    returning `result`. Generated once per class and row: the same code as written by hand,
+    without a loop or a call per idle action on the hot path."""
     for name in names:
         if not callable(getattr(cls, "_" + name, None)):
             raise TypeError(f"{cls.__name__} has no action _{name} (runtime/boundary.py)")
@@ -76,6 +77,7 @@ def sequence(cls: type, names: tuple[str, ...], arg: str | None = None, param: s
         call = f"self._{name}({arg or ''})"
         guard = GUARDS.get(name)
         lines.append(f"    if {guard}: {call}" if guard else f"    {call}")
+    lines.append(f"    return {result}")
     namespace: dict[str, Any] = {}
     exec(compile("\n".join(lines), f"<runtime.boundary {cls.__name__}>", "exec"),  # noqa: S102
          {"listeners": ITERATION_LISTENERS, "STATE": STATE}, namespace)
@@ -89,8 +91,9 @@ def runners(cls: type, captures: bool) -> dict[str, Callable[[Any, str], None]]:
             for b, names in ORDER.items()}
 
 
-def stage_runners(cls: type) -> tuple[Callable[[Any], None], Callable[[Any, Any], None]]:
-    """(entry, exit) of a stage scope class: STAGE_ENTRY's actions in order, then their `_undo_`
-    actions in reverse order (called with the exception info)."""
-    return (sequence(cls, STAGE_ENTRY),
-            sequence(cls, tuple("undo_" + n for n in reversed(STAGE_ENTRY)), "exc", "exc"))
+def stage_runners(cls: type) -> tuple[Callable[[Any], Any], Callable[..., bool]]:
+    """(`__enter__`, `__exit__`) of a stage scope class: STAGE_ENTRY's actions in order, returning
+    the scope; then their `_undo_` actions in reverse order, given the exception info, returning
+    False (an exception goes on)."""
+    return (sequence(cls, STAGE_ENTRY, result="self"),
+            sequence(cls, tuple("undo_" + n for n in reversed(STAGE_ENTRY)), "exc", "*exc", "False"))
