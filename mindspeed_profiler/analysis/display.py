@@ -26,12 +26,12 @@ _BY_NAME: dict[int, tuple[RowModel, dict[str, Field]]] = {}   # id(model) -> its
 
 
 def field(model: RowModel, raw: Any, name: str) -> Any:
-    """The value of `model`'s field `name` (or an older name of it) in a raw summary row: the
+    """The value of `model`'s field `name` (or its name in code, or an older name) in a raw summary row: the
     field's path followed (None where it is missing). A name the model does not declare raises
     UnknownField: the renderers read rows through their models, never by a key of their own."""
     got = _BY_NAME.get(id(model))
     if got is None or got[0] is not model:
-        got = _BY_NAME[id(model)] = (model, {n: f for f in model.fields for n in (f.name, *f.aliases)})
+        got = _BY_NAME[id(model)] = (model, {n: f for f in model.fields for n in (f.name, f.code_name, *f.aliases)})
     f = got[1].get(name)
     if f is None:
         raise UnknownField(f"row model {model.question!r}: {name!r} is not a field of it; declared: "

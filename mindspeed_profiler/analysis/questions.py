@@ -49,7 +49,7 @@ def _device(name: str) -> Field:
 CAPTURES = RowModel(
     "captures", "capture (`id` is the `capture_id` of the other tables)", "captures[*]", table="captures",
     method="captures", per_capture=False, primary="id", open_row=True, select=_captures, fields=(
-        Field("id", "id", "the capture's position in summary.json's captures", computed=True),
+        Field("id", "id", "the capture's position in summary.json's captures", computed=True, code="capture_id"),
         Field("path", "text", "relative to DIR"), Field("kind", "text", "the input kind (torch, kineto, ascend, ...)"),
         Field("status", "text", "ok, failed or unparsed"), Field("error", "text", "why, when not ok"),
         Field("run_id", "text", "the run that wrote it (its metadata)"), Field("role", "text", "the worker's role"),
@@ -128,6 +128,11 @@ def _summary_key(f: Field) -> str:
     return "(computed)" if f.computed else ".".join(str(k) for k in f.path)
 
 
+def _field_name(f: Field) -> str:
+    """Its name, and its name in code where that differs (Field.code)."""
+    return f"{f.name} (in code: {f.code})" if f.code else f.name
+
+
 def db_tables_markdown() -> str:
     """The table of analysis.db's tables (one row per table)."""
     lines = ["| table | one row per | columns |", "|---|---|---|"]
@@ -143,7 +148,7 @@ def fields_markdown(m: RowModel) -> str:
         where.append(f"RunAnalysis `.{m.method}()`" + (" (path, role, rank, stage first)" if m.per_capture else ""))
     lines = [f"#### {m.question}", "", f"One row per {m.per}. " + "; ".join(where) + ".", "",
              "| field | unit | summary.json | meaning | also called |", "|---|---|---|---|---|"]
-    lines += [f"| {f.name} | {f.unit} | {_summary_key(f)} | {f.doc} | {', '.join(f.aliases)} |" for f in m.fields]
+    lines += [f"| {_field_name(f)} | {f.unit} | {_summary_key(f)} | {f.doc} | {', '.join(f.aliases)} |" for f in m.fields]
     if m.legacy:
         lines += ["", "RunAnalysis rows also keep " + ", ".join(f"`{k}`" for k in m.legacy)
                   + " as summary.json has it (nested)."]

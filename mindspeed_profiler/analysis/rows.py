@@ -5,7 +5,12 @@ summary.json; analysis.db's table (sqlite_export.py), the RunAnalysis method (fa
 terminal and report.html (display.py) and the field tables of docs/analysis.md (questions.py
 writes them, a test compares) are all made from it, so a field has one name everywhere.
 
-Names. A field's `key` is its path in the summary's row (default: its own name). A field read from a
+Names. A field's `name` is the name users see (analysis.db's column, the RunAnalysis row's key, the
+summary key by default). Where that name means another unit in another model (`device` a device
+index here, a device's text there), the field also has a name of its own in code, `code`, unique per
+unit across the models (tests/test_field_units.py): row() and display.field() take it besides
+`name`, docs/questions.md shows it ("in code: ..."), and the outputs keep the older name. A field's
+`key` is its path in the summary's row (default: its own name). A field read from a
 nested block is named after the path, joined by "_" (summary.json's communication.device.exposed_us
 is `device_exposed_us` in analysis.db and RunAnalysis). Where one value had two names, the field
 keeps the other in `aliases`: summary.json keeps writing its own key, and RunAnalysis rows carry the
@@ -20,7 +25,8 @@ literal, and puts them where the model says they live:
     COMMUNICATION.row(device=COMMUNICATION.part("device", total_us=.., exposed_us=..), ...)
 
 - `row(**values)` takes the names of the model's fields whose summary key is one level deep (their
-  summary key, which is the field's name unless `key` says otherwise), the first key of its nested
+  summary key, which is the field's name unless `key` says otherwise; a field's `code` name is taken
+  for it), the first key of its nested
   fields (a sub-dict made by `part(block, **values)`, or None) and the names in `holds` (blocks of
   other questions the row carries, e.g. communication's `top`). Any other name raises
   `UnknownField` (a KeyError and a ValueError) naming the model, the name and the closest declared
@@ -77,10 +83,16 @@ class Field:
     computed: bool = False             # not in summary.json: select() puts it in the raw row under `name`
     to_db: Callable[[Any], Any] | None = None   # instead of the unit's conversion (sqlite_export.py)
     default: Any = NO_DEFAULT          # what row() writes when the field is not given (NO_DEFAULT: nothing)
+    code: str = ""                     # its name in code where `name` means another unit elsewhere
 
     def __post_init__(self) -> None:
         if self.unit not in SQL_TYPES:
             raise ValueError(f"field {self.name}: unknown unit {self.unit!r}")
+
+    @property
+    def code_name(self) -> str:
+        """Its name in code, unique per unit across the models: `code`, else `name`."""
+        return self.code or self.name
 
     @property
     def path(self) -> tuple:
@@ -123,7 +135,7 @@ class RowModel:
     holds: tuple[str, ...] = ()        # those other blocks by name: row() accepts them
 
     def __post_init__(self) -> None:
-        names = [n for f in self.fields for n in (f.name, *f.aliases)]
+        names = [n for f in self.fields for n in {f.name, f.code_name, *f.aliases}]
         if len(names) != len(set(names)):
             raise ValueError(f"{self.question}: a field name or alias is used twice")
 
@@ -149,10 +161,20 @@ class RowModel:
         return UnknownField(f"row model {self.question!r}{where}: {bad!r} {why}; declared: "
                             f"{', '.join(sorted(declared))}")
 
+    @cached_property
+    def _coded(self) -> dict[str, str]:
+        """name in code -> summary key, for the fields with a `code` name of their own."""
+        return {f.code: f.path[0] for f in self.fields if f.code and len(f.path) == 1}
+
     def row(self, **values: Any) -> dict:
         """One summary row of this model (see the module doc); unknown names raise UnknownField."""
         if not values.keys() <= self._writable:
-            raise self._unknown(values, self._writable)
+            named = {self._coded.get(k, k): v for k, v in values.items()}   # the code names, as written
+            if not named.keys() <= self._writable:
+                raise self._unknown(values, self._writable | self._coded.keys())
+            if len(named) < len(values):
+                raise UnknownField(f"row model {self.question!r}: a field given under both its names")
+            values = named
         for name, default in self._defaults:
             if name not in values:
                 values[name] = default

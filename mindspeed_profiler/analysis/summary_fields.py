@@ -103,6 +103,6 @@ def declared_names(models: tuple[RowModel, ...] = READ_MODELS) -> frozenset[str]
     out: set[str] = set()
     for m in models:
         for f in m.fields:
-            out |= {f.name, *f.aliases, *(k for k in f.path if isinstance(k, str))}
+            out |= {f.name, f.code_name, *f.aliases, *(k for k in f.path if isinstance(k, str))}
         out |= set(m.holds) | set(m.legacy) | _places(m)
     return frozenset(out)

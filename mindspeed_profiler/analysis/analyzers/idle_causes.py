@@ -127,7 +127,7 @@ def idle_causes(ct: ClassifiedTrace, delay_us: float = CONSECUTIVE_KERNEL_DELAY_
         cnt = {c: int((has & (cause == c)).sum()) for c in (HOST_WAIT, KERNEL_WAIT, OTHER)}
         pid, tid = ev.pids[int(ev.pid[i[0]])], ev.tids[int(ev.tid[i[0]])]
         rows.append(IDLE_CAUSES.row(
-            device=str(pid), stream=stream_number(tid), thread=str(tid), n_activities=int(len(i)),
+            device=str(pid), stream_id=stream_number(tid), thread=str(tid), n_activities=int(len(i)),
             idle_us=tot[HOST_WAIT] + tot[KERNEL_WAIT] + tot[OTHER],
             host_wait_us=tot[HOST_WAIT], kernel_wait_us=tot[KERNEL_WAIT], other_us=tot[OTHER],
             n_host_wait=cnt[HOST_WAIT], n_kernel_wait=cnt[KERNEL_WAIT], n_other=cnt[OTHER],
@@ -230,7 +230,7 @@ IDLE_CAUSES = RowModel(
     "idle_causes", "device stream of a capture (Kineto)", "captures[*].idle_causes[*]", table="idle_causes",
     method="idle_causes", select=each_capture(listed("idle_causes")), fields=(
         Field("device", "text", "the device (the trace's pid)"),
-        Field("stream", "id", "the stream (Kineto's tid: 7 or 'stream 7')"),
+        Field("stream", "id", "the stream (Kineto's tid: 7 or 'stream 7')", code="stream_id"),
         Field("thread", "text", "the stream's tid as the trace writes it"),
         Field("n_activities", "count", "kernels, memcpy and memset on the stream"),
         Field("idle_us", "us", "summed gaps between consecutive activities = host_wait + kernel_wait + other"),

@@ -68,7 +68,7 @@ def device_memory(trace: list, segments: list, device: int, top_n: int) -> dict 
                      for b in (seg.get("blocks") if isinstance(seg.get("blocks"), list) else [])
                      if isinstance(b, dict) and b.get("state") == "active_allocated" and isinstance(b.get("size"), int))
     baseline = max(0, active_end - net_end) if active_end else 0
-    return MEMORY_PEAKS.row(device=device, peak_bytes=baseline + peak, peak_in_window_bytes=peak, baseline_bytes=baseline,
+    return MEMORY_PEAKS.row(device_id=device, peak_bytes=baseline + peak, peak_in_window_bytes=peak, baseline_bytes=baseline,
                             n_allocs=len(allocs), n_bad_events=n_bad,
                             top_sites=[MEMORY_SITES.row(site=k, bytes=v[0], count=v[1])
                                        for k, v in sorted(sites.items(), key=lambda kv: -kv[1][0])[:top_n]])
@@ -117,7 +117,7 @@ def _sites(c: dict) -> list[dict]:
 MEMORY_PEAKS = RowModel(
     "memory_peaks", "device of a capture's PyTorch memory snapshot", "captures[*].memory.devices[*]",
     table="memory_peaks", method="memory_peaks", holds=("top_sites",), select=each_capture(_memory("devices")), fields=(
-        Field("device", "id", "the device index"),
+        Field("device", "id", "the device index", code="device_id"),
         Field("peak_bytes", "bytes", "the peak of allocated bytes (baseline + the window's peak)"),
         Field("peak_in_window_bytes", "bytes", "the peak reached by the allocations of the recorded window"),
         Field("baseline_bytes", "bytes", "allocated before the window"),
@@ -128,7 +128,7 @@ MEMORY_SITES = RowModel(
     "memory_sites", "allocation site holding memory at a device's peak (the top ones)",
     "captures[*].memory.devices[*].top_sites[*]", table="memory_sites", method="memory_sites",
     select=each_capture(_sites), fields=(
-        Field("device", "id", "the device index (of the devices row)", computed=True),
+        Field("device", "id", "the device index (of the devices row)", computed=True, code="device_id"),
         Field("site", "text", "the first frame outside torch's own code"),
         Field("bytes", "bytes", "held at the peak"),
         Field("count", "count", "allocations"),

@@ -321,7 +321,7 @@ def straggler_rows(per_rank: dict[int, RankCollectives], hta: dict | None = None
     for r in sorted(per_rank):
         m = (hta or {}).get("metric", {}).get(r)
         c = costs.get(r, {})
-        rows.append(STRAGGLERS.row(rank=r, metric=float(np.mean(list(m.values()))) if m else None,
+        rows.append(STRAGGLERS.row(rank=r, metric_ratio=float(np.mean(list(m.values()))) if m else None,
                                    n_flagged=(hta or {}).get("counts", {}).get(r), is_potential_straggler=r in flagged,
                                    n_collectives=len(per_rank[r].kernels), n_matched=c.get("n_matched", 0),
                                    n_last=c.get("n_last", 0), cost_to_others_us=c.get("cost_to_others_us", 0.0),
@@ -533,7 +533,7 @@ STRAGGLERS = RowModel(
         *_IDENT,
         Field("rank", "rank", "the rank", computed=True),
         Field("metric", "ratio", "HTA's metric: the metric kernel's (start - t_min) / mean iteration time, "
-              "mean over the steps", computed=True),
+              "mean over the steps", computed=True, code="metric_ratio"),
         Field("n_flagged", "count", "steps where HTA's top-k rule flagged the rank", computed=True),
         Field("is_potential_straggler", "flag", "in HTA's get_potential_stragglers() list", computed=True),
         Field("n_collectives", "count", "the rank's collective kernels (a CPU job: its outermost host collective calls)", computed=True),
