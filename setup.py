@@ -14,11 +14,11 @@ setup(
     python_requires=">=3.10",
     # data/ holds package data only (the torch_npu signature snapshot), listed so setuptools ships it quietly
     packages=find_packages(include=["mindspeed_profiler", "mindspeed_profiler.*"]) + [
-        "mindspeed_profiler.data", "mindspeed_profiler.analysis.report.templates",
-        "mindspeed_profiler.analysis.report.templates.sections"],
+        "mindspeed_profiler.data", "mindspeed_profiler.analysis.results.report.templates",
+        "mindspeed_profiler.analysis.results.report.templates.sections"],
     include_package_data=True,
-    package_data={"mindspeed_profiler": ["data/*.json", "analysis/report/templates/*.j2",
-                                         "analysis/report/templates/sections/*.j2"]},
+    package_data={"mindspeed_profiler": ["data/*.json", "analysis/results/report/templates/*.j2",
+                                         "analysis/results/report/templates/sections/*.j2"]},
     install_requires=[
         # A range, not a pin: the README's commands add constraints.txt so a fresh machine takes
         # the CPU build of 2.13.0 instead of a multi-GB CUDA build.

@@ -65,7 +65,7 @@ def _raw(path: Path):
 
 
 def ours(path: Path):
-    from mindspeed_profiler.analysis.capture import analyse_capture
+    from mindspeed_profiler.analysis.pipeline.capture import analyse_capture
     r = analyse_capture(str(path.parent), {"path": path.name, "kind": "kineto", "files": [path.name]}, 20, False)
     assert r["capture"]["status"] == "ok", r["capture"]["error"]
     return r
@@ -73,7 +73,7 @@ def ours(path: Path):
 
 def ours_dir(d: Path):
     """The whole directory as the CLI does it (2 worker processes, summary.json, no HTML)."""
-    from mindspeed_profiler.analysis.batch import analyse_directory
+    from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
     summary, code = analyse_directory(d, jobs=2, html=False, progress=False)
     assert code == 0
     return summary

@@ -36,7 +36,7 @@ ENV = "MSP_BENCH_NODE_DIR"
 
 CHILD = r"""
 import json, os, sys, time
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 args = json.loads(sys.argv[1])
 
 def peak_mb():   # VmHWM: this process's own peak (ru_maxrss keeps the forking parent's across exec)
@@ -69,7 +69,7 @@ def templates(work: Path, scale: int) -> list[Path]:
 
 
 def write_captures(dirs: list[Path], node_ids: list[str], n: int, tmpl: list[Path]) -> None:
-    from mindspeed_profiler import formats
+    from mindspeed_profiler.core import formats
 
     for i in range(n):
         k = i % len(dirs)

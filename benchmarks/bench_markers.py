@@ -18,8 +18,9 @@ import tempfile
 import time
 from typing import Any, Callable
 
-from mindspeed_profiler import mstx, mstx_range, mstx_timer_decorator
-from mindspeed_profiler._state import STATE
+from mindspeed_profiler.runtime import mstx
+from mindspeed_profiler import mstx_range, mstx_timer_decorator
+from mindspeed_profiler.core.state import STATE
 
 _clock = time.thread_time_ns
 

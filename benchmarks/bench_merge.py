@@ -27,7 +27,7 @@ BATCH = 4096   # the recorder's flush_every_events
 
 def write_segments(directory: str, segments: int, spans: int, seed: int = 1) -> int:
     """`segments` segment files of `spans` spans each (the first is the driver); returns the bytes."""
-    from mindspeed_profiler import formats
+    from mindspeed_profiler.core import formats
     from mindspeed_profiler.tracing import segment
     from mindspeed_profiler.tracing.sinks import FileSink
 
@@ -71,7 +71,7 @@ def write_segments(directory: str, segments: int, spans: int, seed: int = 1) -> 
     return total
 
 
-_CHILD = "import sys; from mindspeed_profiler.analysis.merge import merge_timeline_dir; merge_timeline_dir(sys.argv[1])"
+_CHILD = "import sys; from mindspeed_profiler.analysis.timeline.merge import merge_timeline_dir; merge_timeline_dir(sys.argv[1])"
 
 
 def merge_in_child(directory: str) -> dict:

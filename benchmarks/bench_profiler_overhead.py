@@ -77,7 +77,7 @@ def make_model(width: int, layers: int):
 def run(mode: dict | None, warm: int, steps: int, width: int, layers: int, save: str) -> tuple[float, float]:
     """Median seconds per step inside the window, and seconds spent in the final step+stop (export)."""
     try:
-        from mindspeed_profiler.mstx import mstx_range
+        from mindspeed_profiler.runtime.mstx import mstx_range
     except Exception:  # markers not available: time the profiler alone
         mstx_range = None
     model, opt, x = make_model(width, layers)

@@ -8,6 +8,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from mindspeed_profiler import compat
+
+compat.install()   # old import paths (mindspeed_profiler.profiler, .mstx, ...) answered by the moved modules
+
 __version__ = "0.1.0"
 
 # public name -> module that defines it
@@ -19,22 +23,22 @@ _EXPORTS: dict[str, str] = {
     "SystemConfig": "mindspeed_profiler.config",
     "MetricsConfig": "mindspeed_profiler.config",
     "ProfilerConfigError": "mindspeed_profiler.config",
-    "register_stage": "mindspeed_profiler.stages",
-    "IntegratedProfiler": "mindspeed_profiler.profiler",
-    "get_profiler": "mindspeed_profiler.mindspeed_api",
-    "profiler_start": "mindspeed_profiler.mindspeed_api",
-    "profiler_step": "mindspeed_profiler.mindspeed_api",
-    "write_run_manifest": "mindspeed_profiler.manifest",
-    "start_run": "mindspeed_profiler.manifest",
+    "register_stage": "mindspeed_profiler.capture.stages",
+    "IntegratedProfiler": "mindspeed_profiler.runtime.profiler",
+    "get_profiler": "mindspeed_profiler.integrations.mindspeed_api",
+    "profiler_start": "mindspeed_profiler.integrations.mindspeed_api",
+    "profiler_step": "mindspeed_profiler.integrations.mindspeed_api",
+    "write_run_manifest": "mindspeed_profiler.runtime.manifest",
+    "start_run": "mindspeed_profiler.runtime.manifest",
     "register_backend": "mindspeed_profiler.backends.registry",
-    "RunAnalysis": "mindspeed_profiler.analysis.facade",
-    "mstx_timer_decorator": "mindspeed_profiler.mstx",
-    "mstx_range": "mindspeed_profiler.mstx",
-    "mstx_mark": "mindspeed_profiler.mstx",
-    "enable_markers": "mindspeed_profiler.mstx",
-    "enable_marker_metrics": "mindspeed_profiler.mstx",
-    "marker_metrics": "mindspeed_profiler.mstx",
-    "pop_marker_metrics": "mindspeed_profiler.mstx",
+    "RunAnalysis": "mindspeed_profiler.analysis.results.facade",
+    "mstx_timer_decorator": "mindspeed_profiler.runtime.mstx",
+    "mstx_range": "mindspeed_profiler.runtime.mstx",
+    "mstx_mark": "mindspeed_profiler.runtime.mstx",
+    "enable_markers": "mindspeed_profiler.runtime.mstx",
+    "enable_marker_metrics": "mindspeed_profiler.runtime.mstx",
+    "marker_metrics": "mindspeed_profiler.runtime.mstx",
+    "pop_marker_metrics": "mindspeed_profiler.runtime.mstx",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

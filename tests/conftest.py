@@ -66,11 +66,11 @@ _STATE_FIELDS = ("mstx_enabled", "device", "markers", "capture_markers", "captur
 def clean_state():
     """Save the process's marker / tracer STATE, give the test a clean one (no tracer, markers off),
     restore it afterwards."""
-    from mindspeed_profiler import mstx
-    from mindspeed_profiler._state import STATE
-    from mindspeed_profiler._warn import reset_warnings
+    from mindspeed_profiler.runtime import mstx
+    from mindspeed_profiler.core.state import STATE
+    from mindspeed_profiler.core.warn import reset_warnings
     from mindspeed_profiler.tracing import shutdown_tracer
-    from mindspeed_profiler.tracing._metrics import METRICS
+    from mindspeed_profiler.tracing.marker_metrics import METRICS
 
     saved = {f: getattr(STATE, f) for f in _STATE_FIELDS}
     shutdown_tracer()
@@ -128,7 +128,7 @@ def ascend_sets(tmp_path_factory):
 @pytest.fixture
 def listeners():
     """observers.ITERATION_LISTENERS emptied for the test and restored after it."""
-    from mindspeed_profiler import observers
+    from mindspeed_profiler.capture import observers
 
     saved = list(observers.ITERATION_LISTENERS)
     observers.ITERATION_LISTENERS.clear()

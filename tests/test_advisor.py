@@ -1,4 +1,4 @@
-"""The advisor (analysis/advisor.py): each rule on a case that triggers it and one that does not,
+"""The advisor (analysis/analyzers/advisor.py): each rule on a case that triggers it and one that does not,
 the ranking, a failing rule, and the findings through analyse_directory, RunAnalysis, analysis.db,
 the terminal and report.html. Summaries are written by hand in summary.json's shape (docs/analysis.md),
 except the straggler's: real gloo traces (tests/test_stragglers_cpu.py's job) and the hand-made
@@ -9,9 +9,9 @@ import io
 
 import pytest
 
-from mindspeed_profiler.analysis import advisor
+from mindspeed_profiler.analysis.analyzers import advisor
 from mindspeed_profiler.analysis.analyzers.stragglers import block_of
-from mindspeed_profiler.analysis.facade import RunAnalysis
+from mindspeed_profiler.analysis.results.facade import RunAnalysis
 from test_stragglers import LATE_US, _hand_job, _per_rank
 
 
@@ -166,7 +166,7 @@ def test_latency_bound():
 
 def test_latency_bound_not_on_a_real_nccl_trace():
     from conftest import REPO_ROOT
-    from mindspeed_profiler.analysis.batch import analyse_directory
+    from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 
     summary, _ = analyse_directory(REPO_ROOT / "tests" / "data" / "hta" / "nccl_parser_config", jobs=1, html=False,
                                    write=False, progress=False)
@@ -220,8 +220,8 @@ def test_ranked_by_impact_and_a_failing_rule_is_reported():
 def test_findings_through_the_facade_console_and_report(late_job):
     from rich.console import Console
 
-    from mindspeed_profiler.analysis.console import print_summary
-    from mindspeed_profiler.analysis.report import render
+    from mindspeed_profiler.analysis.results.console import print_summary
+    from mindspeed_profiler.analysis.results.report import render
 
     s = _straggler_summary(late_job, wall_us=5_000.0)
     s.update(findings=advisor.findings(s), counts={"found": 3, "ok": 3, "failed": 0, "unparsed": 0}, warnings=[],

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mindspeed_profiler.analysis.parsing import jsonscan
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 
 
 def make_mixed(root: Path, data: Path) -> None:
@@ -69,7 +69,7 @@ def test_cli_exit_codes_and_messages(tmp_path, shared_data):
 
 def test_analysis_does_not_import_torch(tmp_path, shared_data):
     shutil.copy(shared_data / "kineto" / "gpu_rank0.json.gz", tmp_path)
-    code = ("import sys; from mindspeed_profiler.analysis.batch import analyse_directory; "
+    code = ("import sys; from mindspeed_profiler.analysis.pipeline.batch import analyse_directory; "
             f"s, c = analyse_directory({str(tmp_path)!r}, jobs=1, progress=False); "
             "assert c == 0; assert 'torch' not in sys.modules and 'torch_npu' not in sys.modules, 'torch imported'")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

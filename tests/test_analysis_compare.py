@@ -26,7 +26,7 @@ def test_complete_totals_find_the_biggest_change_below_the_top_n_cut(tmp_path, r
     import json
     import shutil
 
-    from mindspeed_profiler.analysis.batch import analyse_directory
+    from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 
     sides = {}
     for side in ("control", "test"):

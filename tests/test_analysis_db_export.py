@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from analysis_testutil import HOSTILE, analyse_hostile_run
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 
 
 def test_db_has_indices_and_iteration_table(tmp_path):

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 
 
 def test_damaged_metadata_does_not_take_the_run_down(tmp_path, shared_data):

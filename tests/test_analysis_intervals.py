@@ -5,7 +5,7 @@ import random
 
 import numpy as np
 
-from mindspeed_profiler.analysis.intervals import clip, covered_in_windows, parents, union_length
+from mindspeed_profiler.analysis.analyzers.intervals import clip, covered_in_windows, parents, union_length
 
 
 def brute_union(s, e):

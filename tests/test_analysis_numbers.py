@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from conftest import REPO_ROOT
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 
 DATA = REPO_ROOT / "tests" / "data"
 

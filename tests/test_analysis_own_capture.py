@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 
 N_MM = {0: 3, 1: 6}   # matmuls per step on each rank
 

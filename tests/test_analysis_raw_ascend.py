@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 
 CAPTURE = "actor_update/actor_rank3_step2-2_node1_4321_20261129080000123_ascend_pt"
 

@@ -47,7 +47,7 @@ class Recorder:
     def __call__(self, root, cap_dict, top_n, want_events):
         import ray as _ray
 
-        from mindspeed_profiler.analysis.capture import analyse_capture
+        from mindspeed_profiler.analysis.pipeline.capture import analyse_capture
 
         node = _ray.get_runtime_context().get_node_id() if _ray.is_initialized() else None
         rec = {"node": node, "root": str(root), "path": cap_dict["path"], "files": cap_dict["files"], "pid": os.getpid()}
@@ -146,7 +146,7 @@ def normalised(summary: dict) -> dict:
 
 
 def test_each_capture_is_analysed_on_its_node_and_the_result_equals_a_local_analysis(cluster, tmp_path):
-    from mindspeed_profiler.analysis.batch import analyse_directory
+    from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 
     dirs, ids = cluster["dirs"], cluster["node_ids"]
     log = tmp_path / "opened.jsonl"
@@ -242,7 +242,7 @@ def test_a_corrupt_capture_on_one_node_fails_alone_through_the_cli(cluster, tmp_
 def test_a_shared_directory_is_analysed_once_per_capture_where_it_was_written(cluster, tmp_path):
     """Every node sees the same directory (shared storage): each capture is analysed once, on the
     node its metadata names."""
-    from mindspeed_profiler.analysis.batch import RunNotFound, analyse_directory
+    from mindspeed_profiler.analysis.pipeline.batch import RunNotFound, analyse_directory
 
     shared = cluster["base"] / "shared"
     for d in cluster["dirs"]:
@@ -269,7 +269,7 @@ def test_a_shared_directory_is_analysed_once_per_capture_where_it_was_written(cl
 def test_a_node_that_leaves_fails_only_its_captures(cluster, tmp_path, shared_data):
     """Runs last: a fourth node joins with its own directory, then is removed while its capture is
     being analysed."""
-    from mindspeed_profiler.analysis.batch import analyse_directory
+    from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 
     c = cluster["cluster"]
     d3 = cluster["base"] / "node3" / "profiler_data"

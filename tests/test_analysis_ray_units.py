@@ -10,12 +10,18 @@ import types
 
 import pytest
 
-from mindspeed_profiler import formats, load_config
-from mindspeed_profiler.analysis.discover import Capture, discover
-from mindspeed_profiler.analysis.ray_batch import (Node, choose_node, fingerprint, resolve_dir,
-                                                   where_written_warning)
+from mindspeed_profiler.core import formats
+from mindspeed_profiler import load_config
+from mindspeed_profiler.analysis.pipeline.discover import Capture, discover
+from mindspeed_profiler.analysis.pipeline.ray_batch import (
+    Node,
+    choose_node,
+    fingerprint,
+    resolve_dir,
+    where_written_warning,
+)
 from mindspeed_profiler.cli import main
-from mindspeed_profiler.manifest import capture_metadata, ray_node_id
+from mindspeed_profiler.runtime.manifest import capture_metadata, ray_node_id
 
 A, B, C = "a" * 56, "b" * 56, "c" * 56
 

@@ -12,7 +12,7 @@ from decimal import Decimal
 import pytest
 
 from conftest import SHARED_DATA
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 
 pytestmark = pytest.mark.usefixtures("shared_data")   # every test reads the sample data: skip, saying where, without it
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 
 from test_analysis_timeline import STAGES, trace
 

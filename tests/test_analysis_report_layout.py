@@ -7,9 +7,9 @@ from __future__ import annotations
 from html.parser import HTMLParser
 
 from analysis_testutil import stage_timeline
-from mindspeed_profiler.analysis import report
-from mindspeed_profiler.analysis.report.fmt import ms
-from mindspeed_profiler.analysis.report.timeline_svg import GANTT_LEFT, MIN_SPAN_PX
+from mindspeed_profiler.analysis.results import report
+from mindspeed_profiler.analysis.results.report.fmt import ms
+from mindspeed_profiler.analysis.results.report.timeline_svg import GANTT_LEFT, MIN_SPAN_PX
 from mindspeed_profiler.analysis.analyzers.stages import analyse_timeline
 
 WORKERS = {2: ("actor", 0), 3: ("actor", 1), 4: ("reference", 0)}
@@ -136,7 +136,7 @@ def test_pivot_leaves_a_missing_stage_empty_and_long_tables_collapse():
 
 
 def test_report_lists_at_most_the_longest_iterations():
-    from mindspeed_profiler.analysis.report.sections import MAX_ITERATION_ROWS
+    from mindspeed_profiler.analysis.results.report.sections import MAX_ITERATION_ROWS
     # 400 iterations of 100 us, except iteration 7 (1000 us): the tables keep 300 rows and iteration 7
     n = MAX_ITERATION_ROWS + 100
     spans = [("w", "a", k, k * 1000, 1000 if k == 7 else 100) for k in range(1, n + 1)]

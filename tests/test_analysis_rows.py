@@ -1,4 +1,4 @@
-"""One row model per analysis question (analysis/rows.py, questions.py): a field has one name in
+"""One row model per analysis question (analysis/models/rows.py, questions.py): a field has one name in
 summary.json, analysis.db and RunAnalysis, and docs/analysis.md's tables are made from the models.
 
 Checked on real outputs: the shared sample data (Kineto + Ascend), a real in-process CPU run with
@@ -20,10 +20,10 @@ import pytest
 
 from conftest import REPO_ROOT, SHARED_DATA
 from mindspeed_profiler.analysis import RunAnalysis
-from mindspeed_profiler.analysis.batch import analyse_directory
-from mindspeed_profiler.analysis.questions import MODELS, db_tables_markdown, markdown
-from mindspeed_profiler.analysis.rows import IDENTITY, Field, RowModel
-from mindspeed_profiler.analysis.sqlite_export import converter
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
+from mindspeed_profiler.analysis.models.questions import MODELS, db_tables_markdown, markdown
+from mindspeed_profiler.analysis.models.rows import IDENTITY, Field, RowModel
+from mindspeed_profiler.analysis.results.sqlite_export import converter
 
 
 
@@ -174,7 +174,7 @@ ABSENT_HERE = {"critical_path.inner_dur_us", "critical_path.inner_stage", "criti
 
 
 def test_the_docs_tables_are_made_from_the_models():
-    how = "(python -m mindspeed_profiler.analysis.questions prints them)"
+    how = "(python -m mindspeed_profiler.analysis.models.questions prints them)"
     assert db_tables_markdown() in (REPO_ROOT / "docs" / "analysis.md").read_text(), f"docs/analysis.md: the db tables {how}"
     assert markdown() in (REPO_ROOT / "docs" / "questions.md").read_text(), f"docs/questions.md: the field tables {how}"
 

@@ -1,12 +1,12 @@
-"""Rows written through their model (analysis/rows.py: RowModel.row / part / put, issue 32): a row
+"""Rows written through their model (analysis/models/rows.py: RowModel.row / part / put, issue 32): a row
 is built by name, an unknown name is refused with the model, the name and the closest declared one,
 declared defaults are filled, and put() stores rows where the model's select() reads them back."""
 from __future__ import annotations
 
 import pytest
 
-from mindspeed_profiler.analysis.questions import MODELS
-from mindspeed_profiler.analysis.rows import Field, RowModel, UnknownField, block, each_capture, inside, listed
+from mindspeed_profiler.analysis.models.questions import MODELS
+from mindspeed_profiler.analysis.models.rows import Field, RowModel, UnknownField, block, each_capture, inside, listed
 
 M = RowModel("demo", "thing", "captures[*].demo[*]", select=each_capture(listed("demo")), fields=(
     Field("name", "text", "the thing"), Field("total_us", "us", "its time"),

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from mindspeed_profiler import IntegratedProfiler, load_config, start_run
-from mindspeed_profiler.analysis.batch import RunNotFound, analyse_directory
-from mindspeed_profiler.analysis.merge import write_timeline
+from mindspeed_profiler.analysis.pipeline.batch import RunNotFound, analyse_directory
+from mindspeed_profiler.analysis.timeline.merge import write_timeline
 from mindspeed_profiler.cli import main
 from mindspeed_profiler.tracing import init_tracer, shutdown_tracer
 from profiler_testutil import capture_dirs, meta_of, train

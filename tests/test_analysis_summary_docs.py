@@ -5,7 +5,7 @@ import re
 import shutil
 
 from analysis_testutil import stage_timeline, write_json
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 
 
 def _keys_of(c: dict) -> set:

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from analysis_testutil import stage_timeline
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 from mindspeed_profiler.analysis.analyzers.critical_path import critical_path
 from mindspeed_profiler.analysis.analyzers.stages import analyse_timeline
 
@@ -116,7 +116,7 @@ def test_timeline_in_a_profile_dir(tmp_path):
 def test_segments_only_are_merged_in_memory_like_the_merged_file(tmp_path):
     """A timeline directory with only segments (no merge ran) gives the same analysis as its
     merged timeline.json; the segments are real ones, written by the tracer's recorder."""
-    from mindspeed_profiler.analysis.merge import write_timeline
+    from mindspeed_profiler.analysis.timeline.merge import write_timeline
     from mindspeed_profiler.tracing.recorder import Recorder
     from mindspeed_profiler.tracing.sinks import FileSink
 

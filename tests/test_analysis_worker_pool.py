@@ -6,15 +6,15 @@ import os
 import signal
 import time
 
-from mindspeed_profiler.analysis import collect
-from mindspeed_profiler.analysis.discover import Capture
+from mindspeed_profiler.analysis.pipeline import collect
+from mindspeed_profiler.analysis.pipeline.discover import Capture
 
 
 def die_on_victim(root, cap, top_n, want_events):
     """Worker function for the test: SIGKILL itself (as the OOM killer would) on one capture."""
     if "victim" in cap["path"]:
         os.kill(os.getpid(), signal.SIGKILL)
-    from mindspeed_profiler.analysis.capture import analyse_capture
+    from mindspeed_profiler.analysis.pipeline.capture import analyse_capture
     return analyse_capture(root, cap, top_n, want_events)
 
 

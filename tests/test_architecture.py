@@ -2,7 +2,7 @@
 
 - the offline analysis never loads the runtime (profiler, session, backends, markers, the tracer's
   recorder / api), torch or torch_npu: it runs on any machine, and merging a timeline is offline work;
-- Ray is optional for the analysis: loaded only by `analyse --ray` (analysis/ray_batch.py, which
+- Ray is optional for the analysis: loaded only by `analyse --ray` (analysis/pipeline/ray_batch.py, which
   imports it only when it runs);
 - formats.py, the on-disk contract, needs nothing but the standard library.
 
@@ -20,9 +20,9 @@ import pytest
 
 from conftest import SHARED_DATA
 
-RUNTIME = ("mindspeed_profiler.profiler", "mindspeed_profiler.stage_scope", "mindspeed_profiler.session", "mindspeed_profiler.mindspeed_api",
-           "mindspeed_profiler.mstx", "mindspeed_profiler.backends", "mindspeed_profiler.tracing",
-           "mindspeed_profiler._state", "mindspeed_profiler.integrations", "torch", "torch_npu")
+RUNTIME = ("mindspeed_profiler.runtime.profiler", "mindspeed_profiler.runtime.stage_scope", "mindspeed_profiler.runtime.session", "mindspeed_profiler.integrations.mindspeed_api",
+           "mindspeed_profiler.runtime.mstx", "mindspeed_profiler.backends", "mindspeed_profiler.tracing",
+           "mindspeed_profiler.core.state", "mindspeed_profiler.integrations", "torch", "torch_npu")
 OPTIONAL = ("ray",)   # the analysis loads it only with --ray
 
 
@@ -69,7 +69,7 @@ def run_dir(tmp_path, shared_data):
 
 def test_analysis_loads_no_runtime(run_dir, tmp_path):
     loaded = loaded_forbidden(f"""
-        from mindspeed_profiler.analysis.batch import analyse_directory
+        from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
         from mindspeed_profiler.analysis import RunAnalysis
         from mindspeed_profiler.cli import main
         summary, code = analyse_directory({run_dir!r}, jobs=1, progress=False, export_type="db")
@@ -86,7 +86,7 @@ def test_analysis_loads_no_runtime(run_dir, tmp_path):
 
 def test_the_ray_dispatch_imports_ray_only_when_it_runs():
     loaded = loaded_forbidden("""
-        import mindspeed_profiler.analysis.ray_batch
+        import mindspeed_profiler.analysis.pipeline.ray_batch
         from mindspeed_profiler.cli import main
         assert main(["analyse", "/nonexistent-dir", "--address", "x"]) == 2   # --address needs --ray
     """, RUNTIME + OPTIONAL)
@@ -96,7 +96,7 @@ def test_the_ray_dispatch_imports_ray_only_when_it_runs():
 def test_the_check_catches_a_violation(run_dir):
     # tracing.merge is the old home of the merge (kept for users): importing it loads the tracer
     loaded = loaded_forbidden(f"""
-        from mindspeed_profiler.analysis.batch import analyse_directory
+        from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
         import mindspeed_profiler.tracing.merge
         analyse_directory({run_dir!r}, jobs=1, progress=False, write=False)
     """)
@@ -107,11 +107,12 @@ def test_formats_needs_only_the_standard_library():
     code = """
         import sys
         before = set(sys.modules)
-        import mindspeed_profiler.formats
+        import mindspeed_profiler.core.formats
         new = sorted(set(sys.modules) - before)
         stdlib = sys.stdlib_module_names
         print("LOADED=" + __import__("json").dumps([m for m in new if m.split(".")[0] not in stdlib
-                                                    and m not in ("mindspeed_profiler", "mindspeed_profiler.formats")]))
+                                                    and m not in ("mindspeed_profiler", "mindspeed_profiler.compat", "mindspeed_profiler.core",
+                                                                  "mindspeed_profiler.core.formats")]))
         raise SystemExit(0)
     """
     p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=60)

@@ -15,7 +15,7 @@ import pytest
 
 import ascend_data
 from analysis_testutil import plain_union
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 
 
 def analyse(root: Path, **kw) -> tuple[dict, int, dict]:

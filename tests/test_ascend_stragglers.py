@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 
 import ascend_data
-from mindspeed_profiler.analysis.advisor import straggler as straggler_rule
+from mindspeed_profiler.analysis.analyzers.advisor import straggler as straggler_rule
 from mindspeed_profiler.analysis.analyzers import slow_rank_vote as vote
 from mindspeed_profiler.analysis.analyzers import stragglers as st
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 from reference_tools import need
 
 SLOW_RANK_DRIVER = """

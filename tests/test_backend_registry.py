@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mindspeed_profiler import IntegratedProfiler, ProfilerConfigError, load_config
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 from mindspeed_profiler.backends import Backend, CaptureHandle, CaptureSpec, layout, registry
 from mindspeed_profiler.backends import backend_names, register_backend, select_backend
 from mindspeed_profiler.config import backend_choices

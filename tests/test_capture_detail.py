@@ -12,11 +12,12 @@ import orjson
 import pytest
 
 import ascend_data
-from mindspeed_profiler import RunAnalysis, formats
-from mindspeed_profiler.analysis import questions as q
+from mindspeed_profiler import RunAnalysis
+from mindspeed_profiler.core import formats
+from mindspeed_profiler.analysis.models import questions as q
 from mindspeed_profiler.analysis.analyzers.compare import compare
-from mindspeed_profiler.analysis.batch import analyse_directory
-from mindspeed_profiler.analysis.outputs import load_summary
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
+from mindspeed_profiler.analysis.results.outputs import load_summary
 
 VOLATILE = {"created", "elapsed_s", "analyse_s", "root", "totals"}
 

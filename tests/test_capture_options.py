@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from mindspeed_profiler import capture_options as co
+from mindspeed_profiler.core import capture_options as co
 from mindspeed_profiler.backends import npu_options, torch as torch_backend
 from mindspeed_profiler.config import IntegratedConfig, load_config
 from mindspeed_profiler.config.dialects.verl import VERL_CONTENTS
@@ -39,8 +39,8 @@ def test_capture_options_from_a_config():
 
 
 def test_the_backends_import_nothing_of_the_config():
-    pkg = Path(co.__file__).parent
-    for path in sorted((pkg / "backends").rglob("*.py")) + [pkg / "schedule.py"]:
+    pkg = Path(co.__file__).parent.parent
+    for path in sorted((pkg / "backends").rglob("*.py")) + [pkg / "capture" / "schedule.py"]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module:
                 assert not node.module.startswith("mindspeed_profiler.config"), path

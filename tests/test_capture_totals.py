@@ -10,10 +10,11 @@ import sqlite3
 import orjson
 import pytest
 
-from mindspeed_profiler import RunAnalysis, formats
+from mindspeed_profiler import RunAnalysis
+from mindspeed_profiler.core import formats
 from mindspeed_profiler.analysis.analyzers.compare import compare
-from mindspeed_profiler.analysis.batch import analyse_directory
-from mindspeed_profiler.analysis.outputs import TOTALS_KEYS, TotalsReader, load_summary, write_summary
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
+from mindspeed_profiler.analysis.results.outputs import TOTALS_KEYS, TotalsReader, load_summary, write_summary
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +123,7 @@ def test_a_missing_totals_file_is_reported_and_the_rest_still_read(analysed, tmp
 
 
 def test_totals_stay_inline_when_their_file_cannot_be_written(analysed, tmp_path, monkeypatch, shared_data):
-    from mindspeed_profiler.analysis import outputs
+    from mindspeed_profiler.analysis.results import outputs
 
     def refuse(self):
         raise OSError(28, "No space left on device")

@@ -1,4 +1,4 @@
-"""Config dialects (mindspeed_profiler/config_dialects.py): MindSpeed-RL, verl and RLinf configs read as ours.
+"""Config dialects (mindspeed_profiler/config/dialects/): MindSpeed-RL, verl and RLinf configs read as ours.
 
 The table below loads real files from the three frameworks' repositories (tests/data/dialects/,
 copied unchanged at a pinned commit: tests/data/README.md), as their users have them: whole
@@ -22,9 +22,10 @@ import pytest
 import yaml
 
 from mindspeed_profiler import IntegratedProfiler, ProfilerConfigError, load_config
-from mindspeed_profiler import stages as stage_registry
+from mindspeed_profiler.capture import stages as stage_registry
 from mindspeed_profiler.cli import main as cli_main
-from mindspeed_profiler.config_dialects import collect_notes, split_overrides, translate
+from mindspeed_profiler.config.dialects import collect_notes, translate
+from mindspeed_profiler.config.load import split_overrides
 from profiler_testutil import train
 
 DATA = Path(__file__).parent / "data" / "dialects"
@@ -484,7 +485,7 @@ def test_role_ranks_select_per_role(tmp_path, caplog):
 
 
 def test_role_ranks_in_the_mindspeed_rl_functions(monkeypatch):
-    from mindspeed_profiler.mindspeed_rl import get_grpo_profiler
+    from mindspeed_profiler.integrations.mindspeed_rl import get_grpo_profiler
 
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -522,14 +523,14 @@ def test_one_capture_per_listed_step(tmp_path):
 
 
 def test_migrating_doc_maps_every_field():
-    from mindspeed_profiler import config_dialects as D
+    from mindspeed_profiler.config.dialects import rlinf as R, verl as V
     from mindspeed_profiler.config import MINDSPEED_FIELDS
 
     doc = (Path(__file__).parents[1] / "docs" / "migrating.md").read_text(encoding="utf-8")
-    names = set(MINDSPEED_FIELDS) | set(D.VERL_GLOBAL_KEYS) | set(D.VERL_ROLE_KEYS) | set(D.RLINF_TRACER_KEYS) \
-        | set(D.RLINF_PROFILING_KEYS) | {k for keys in D.VERL_TOOL_KEYS.values() for k in keys if k != "name"} \
-        | {c for contents in D.VERL_CONTENTS.values() for c in contents} | set(D.VERL_TORCH_UNMAPPED_CONTENTS) \
-        | set(D.VERL_ROLE_PATHS.values()) | {f for stages in D.VERL_STAGES.values() for f in stages}
+    names = set(MINDSPEED_FIELDS) | set(V.VERL_GLOBAL_KEYS) | set(V.VERL_ROLE_KEYS) | set(R.RLINF_TRACER_KEYS) \
+        | set(R.RLINF_PROFILING_KEYS) | {k for keys in V.VERL_TOOL_KEYS.values() for k in keys if k != "name"} \
+        | {c for contents in V.VERL_CONTENTS.values() for c in contents} | set(V.VERL_TORCH_UNMAPPED_CONTENTS) \
+        | set(V.VERL_ROLE_PATHS.values()) | {f for stages in V.VERL_STAGES.values() for f in stages}
     missing = sorted(n for n in names if not re.search(rf"[`. /]{re.escape(n)}[`. /:]", doc))
     assert missing == []
 

@@ -12,7 +12,7 @@ from mindspeed_profiler.config import (
     ProfilerConfig,
     ProfilerConfigError,
 )
-from mindspeed_profiler.stages import BUILTIN_STAGES
+from mindspeed_profiler.capture.stages import BUILTIN_STAGES
 
 KEYS = list(INTEGRATED_FIELDS) + list(TRACER_FIELDS) + list(SYSTEM_FIELDS) + ["integrated", "tracer", "system"]
 

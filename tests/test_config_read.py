@@ -111,7 +111,7 @@ def system_scenarios(tmp_path: Path) -> None:
     """Process-level capture, driver to launcher: the launch settings of a wrapped worker (every
     `system` field) for a backend of each settings shape, then the launcher's plan from them."""
     from mindspeed_profiler.system.launch import plan_launch
-    from mindspeed_profiler.system.settings import worker_runtime_env
+    from mindspeed_profiler.runtime.system_settings import worker_runtime_env
     from mindspeed_profiler.system.spec import WorkerSpec
 
     for system in ({"backend": "nsight", "options": {"t": "cuda"}, "flags": ["python-backtrace"], "steps": [2, 4]},

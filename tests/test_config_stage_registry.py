@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from mindspeed_profiler import ProfilerConfigError, load_config
-from mindspeed_profiler import stages as stage_registry
+from mindspeed_profiler.capture import stages as stage_registry
 
 
 def _fresh() -> str:

@@ -13,8 +13,8 @@ import pytest
 from rich.console import Console
 
 from mindspeed_profiler.analysis.analyzers.stages import analyse_timeline
-from mindspeed_profiler.analysis.batch import analyse_directory
-from mindspeed_profiler.analysis.console import print_summary
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
+from mindspeed_profiler.analysis.results.console import print_summary
 from mindspeed_profiler.commands import analyse as analyse_cmd
 from test_analysis_report_layout import grpo_like
 from test_db_queries import STAGES, gloo_run

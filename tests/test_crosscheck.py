@@ -28,7 +28,7 @@ import pytest
 import ascend_data
 from analysis_testutil import plain_union
 from conftest import REPO_ROOT, SHARED_DATA
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 from reference_tools import run_hta, run_msprof_analyze
 
 FIELDS = {"computing_us": "Computing", "communication_exposed_us": "Communication(Not Overlapped)",

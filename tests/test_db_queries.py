@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT
-from mindspeed_profiler.analysis.batch import analyse_directory
-from mindspeed_profiler.analysis.outputs import TotalsReader
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
+from mindspeed_profiler.analysis.results.outputs import TotalsReader
 
 STAGES = ("actor_generate", "actor_update")
 
@@ -65,7 +65,7 @@ def gloo_run(root: Path) -> Path:
     merged into timeline/timeline.json. Returns root."""
     pytest.importorskip("torch")
     from mindspeed_profiler import IntegratedProfiler, load_config, tracing
-    from mindspeed_profiler.manifest import new_run_id
+    from mindspeed_profiler.runtime.manifest import new_run_id
     from profiler_testutil import train
 
     cfg = load_config({"run_id": new_run_id(),
@@ -164,7 +164,7 @@ def test_steps_are_integers(gloo_db):
 
 
 def test_a_step_label_that_is_not_a_number_stays_text(tmp_path):
-    from mindspeed_profiler.analysis.sqlite_export import write_db
+    from mindspeed_profiler.analysis.results.sqlite_export import write_db
 
     summary = {"captures": [{"path": "c", "kind": "kineto", "status": "ok",
                              "steps": [{"step": 3, "dur_us": 1.0}, {"step": "warmup", "dur_us": 2.0},
@@ -231,7 +231,7 @@ def test_grpo_terminal_and_report_say_where_the_time_goes(grpo_db):
 
     from rich.console import Console
 
-    from mindspeed_profiler.analysis.console import print_summary
+    from mindspeed_profiler.analysis.results.console import print_summary
     root, summary = grpo_db
     buf = io.StringIO()
     print_summary(summary, console=Console(file=buf, width=200, color_system=None), out_dir=root / "analysis")

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import REPO_ROOT
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 
 pytestmark = pytest.mark.slow
 

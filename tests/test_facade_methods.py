@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import inspect
 
-from mindspeed_profiler.analysis import questions as q
-from mindspeed_profiler.analysis.facade import METHOD_DOCS, RunAnalysis, add_question_methods
-from mindspeed_profiler.analysis.rows import Field, RowModel, each_capture, listed
+from mindspeed_profiler.analysis.models import questions as q
+from mindspeed_profiler.analysis.results.facade import METHOD_DOCS, RunAnalysis, add_question_methods
+from mindspeed_profiler.analysis.models.rows import Field, RowModel, each_capture, listed
 
 SUMMARY = {"captures": [{"path": "a", "role": "actor", "rank": 0, "stage": "update", "status": "ok",
                          "steps": [{"step": 1, "dur_us": 5.0}]}], "runs": ["r1"]}

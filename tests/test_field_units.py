@@ -9,9 +9,9 @@ from collections import defaultdict
 
 import pytest
 
-from mindspeed_profiler.analysis import display
-from mindspeed_profiler.analysis.questions import MODELS, markdown
-from mindspeed_profiler.analysis.rows import Field, RowModel, UnknownField, each_capture, listed
+from mindspeed_profiler.analysis.models import display
+from mindspeed_profiler.analysis.models.questions import MODELS, markdown
+from mindspeed_profiler.analysis.models.rows import Field, RowModel, UnknownField, each_capture, listed
 
 RENAMED = (("memory_peaks", "device", "device_id"), ("memory_sites", "device", "device_id"),
            ("captures", "id", "capture_id"), ("stragglers", "metric", "metric_ratio"),

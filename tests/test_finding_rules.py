@@ -1,4 +1,4 @@
-"""The advisor's finding rules come from one registry (analysis/finding_rules.py): each registered
+"""The advisor's finding rules come from one registry (analysis/models/finding_rules.py): each registered
 rule has its row in docs/diagnosis.md (the table is generated from the registry) and a test that
 names its id; the advisor runs exactly the registered rules."""
 from __future__ import annotations
@@ -8,14 +8,15 @@ import re
 import pytest
 
 from conftest import REPO_ROOT
-from mindspeed_profiler.analysis import advisor, finding_rules
-from mindspeed_profiler.analysis.finding_rules import REGISTRY, finding_rule
+from mindspeed_profiler.analysis.analyzers import advisor
+from mindspeed_profiler.analysis.models import finding_rules
+from mindspeed_profiler.analysis.models.finding_rules import REGISTRY, finding_rule
 
 
 def test_the_docs_table_is_generated_from_the_registry():
     page = (REPO_ROOT / "docs" / "diagnosis.md").read_text()
     assert finding_rules.markdown() in page, \
-        "docs/diagnosis.md: paste the output of `python -m mindspeed_profiler.analysis.advisor` into \"The advisor\""
+        "docs/diagnosis.md: paste the output of `python -m mindspeed_profiler.analysis.analyzers.advisor` into \"The advisor\""
     for rule_id in REGISTRY:
         assert f"| `{rule_id}` |" in page
 

@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mindspeed_profiler import formats, load_config
+from mindspeed_profiler.core import formats
+from mindspeed_profiler import load_config
 from mindspeed_profiler.backends import backend_classes, layout
-from mindspeed_profiler.manifest import capture_metadata
+from mindspeed_profiler.runtime.manifest import capture_metadata
 from conftest import REPO_ROOT
 
 DOC = (REPO_ROOT / "docs" / "formats.md").read_text()

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import ascend_data
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 from mindspeed_profiler.analysis.parsing import numbers
 
 
@@ -81,7 +81,7 @@ def test_an_overflowing_number_in_kernel_details_is_one_bad_row(ascend_sets, tmp
 
 # ---------------------------------------------------------------- 6. numbers in bounded time
 
-_ANALYSE = ("import json, sys; from mindspeed_profiler.analysis.batch import analyse_directory; "
+_ANALYSE = ("import json, sys; from mindspeed_profiler.analysis.pipeline.batch import analyse_directory; "
             "s, _ = analyse_directory(sys.argv[1], jobs=1, progress=False, write=False); "
             "print(json.dumps([c['status'] for c in s['captures']]))")
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from mindspeed_profiler.analysis import advisor
+from mindspeed_profiler.analysis.analyzers import advisor
 from mindspeed_profiler.analysis.analyzers.compare import compare
-from mindspeed_profiler.analysis.batch import analyse_directory
-from mindspeed_profiler.analysis.outputs import load_summary
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
+from mindspeed_profiler.analysis.results.outputs import load_summary
 from mindspeed_profiler.commands import compare as compare_cmd
 from mindspeed_profiler.commands import report as report_cmd
 
@@ -194,7 +194,7 @@ def test_real_host_bound_ranks_are_one_finding_through_the_report_and_the_db(tmp
     finding, in 2 of 2 captures, in summary.json, the terminal, report.html and analysis.db."""
     import sqlite3
 
-    from mindspeed_profiler.analysis.facade import RunAnalysis
+    from mindspeed_profiler.analysis.results.facade import RunAnalysis
 
     for rank in (0, 1):
         src = KINETO / f"gpu_rank{rank}.json.gz"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import ascend_data
-from mindspeed_profiler import formats
+from mindspeed_profiler.core import formats
 
 CLI = "import sys; from mindspeed_profiler.cli import main; sys.exit(main(sys.argv[1:]))"
 # a real segment, written by the tracer in its own process: python -c MAKE_SEGMENT SAVE_PATH
@@ -115,7 +115,7 @@ def test_every_reader_of_an_input_refuses_a_fifo_without_blocking(tmp_path, fifo
     from mindspeed_profiler.analysis.parsing import jsonscan, segments
     from mindspeed_profiler.analysis.parsing.ascend_db import read_analysis_db
     from mindspeed_profiler.analysis.parsing.memory_snapshot import read_memory_snapshot
-    from mindspeed_profiler.fileio import UnsafeFile
+    from mindspeed_profiler.core.fileio import UnsafeFile
 
     p = fifo(tmp_path / "x")
     with pytest.raises(UnsafeFile, match="not a regular file"):
@@ -228,7 +228,7 @@ def deep_segment(tmp_path) -> Path:
 
 
 def test_a_segment_line_nested_300_deep_is_reported_and_the_rest_merged(deep_segment, capsys):
-    from mindspeed_profiler.analysis.merge import build_timeline
+    from mindspeed_profiler.analysis.timeline.merge import build_timeline
     from mindspeed_profiler.cli import main
 
     assert main(["merge", str(deep_segment), "-q"]) == 0
@@ -261,7 +261,7 @@ def test_naming_60000_workers_is_linear():
     Counter pass takes about 0.05 s here; the bound is far from both."""
     import time
 
-    from mindspeed_profiler.analysis.timeline_stream import _Proc, _process_names
+    from mindspeed_profiler.analysis.timeline.stream import _Proc, _process_names
 
     procs = [_Proc((), "ActorGroup", k, "h", 1000 + k) for k in range(60_000)]
     procs += [_Proc((), "driver", 0, "h", 1), _Proc((), "ActorGroup", 7, "h2", 5)]
@@ -277,7 +277,7 @@ def test_a_report_directory_1100_deep_is_listed(deep_tmp, monkeypatch):
     listing by pathlib's rglob, which recursed per level, failed the system capture."""
     from test_system_analysis import write_system_dir
 
-    from mindspeed_profiler.analysis.batch import analyse_directory
+    from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 
     monkeypatch.setenv("PATH", "/usr/bin:/bin")   # no msprof-analyze
     write_system_dir(deep_tmp)

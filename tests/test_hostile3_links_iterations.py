@@ -21,10 +21,11 @@ from rich.console import Console
 
 import ascend_data
 from mindspeed_profiler import IntegratedProfiler, load_config, tracing
-from mindspeed_profiler.analysis import RunAnalysis, display
+from mindspeed_profiler.analysis import RunAnalysis
+from mindspeed_profiler.analysis.models import display
 from mindspeed_profiler.analysis.analyzers import links
-from mindspeed_profiler.analysis.batch import analyse_directory
-from mindspeed_profiler.analysis.console import print_summary
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
+from mindspeed_profiler.analysis.results.console import print_summary
 from mindspeed_profiler.analysis.parsing.ascend_files import step_label
 from test_metrics_tracker import N, PEAK, rows_of, run_loop
 

@@ -26,7 +26,7 @@ import pytest
 from conftest import REPO_ROOT
 from mindspeed_profiler import IntegratedProfiler, load_config, start_run
 from mindspeed_profiler.cli import main as cli_main
-from mindspeed_profiler.manifest import LISTENER_SOURCE, read_run_manifest
+from mindspeed_profiler.runtime.manifest import LISTENER_SOURCE, read_run_manifest
 from mindspeed_profiler.ondemand import listener as lst
 from mindspeed_profiler.ondemand import transport as tp
 from profiler_testutil import capture_dirs, meta_of
@@ -66,7 +66,7 @@ JOB = textwrap.dedent('''
             prof.step()
         prof.stop()
     else:   # MindSpeed-RL's ActorHybridWorker calls, with only the import line changed
-        from mindspeed_profiler.mindspeed_rl import profiler_start, profiler_step
+        from mindspeed_profiler.integrations.mindspeed_rl import profiler_start, profiler_step
         actor_profiler = profiler_start(integrated, "integrated")
         prof_iteration = 1
         while not (save / "stop").exists() and time.monotonic() < deadline:

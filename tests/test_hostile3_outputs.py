@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT, SHARED_DATA
-from mindspeed_profiler.analysis.outputs import TotalsReader, TotalsSpool, load_summary, write_summary
+from mindspeed_profiler.analysis.results.outputs import TotalsReader, TotalsSpool, load_summary, write_summary
 from mindspeed_profiler.cli import main
 
 CLUSTER_OUTPUT = REPO_ROOT / "tests" / "data" / "ascend" / "msinsight_cluster" / "cluster_analysis_output"

@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 
 from conftest import tracer_cfg
-from mindspeed_profiler import IntegratedProfiler, formats, load_config
-from mindspeed_profiler.analysis.merge import build_timeline
+from mindspeed_profiler import IntegratedProfiler
+from mindspeed_profiler.core import formats
+from mindspeed_profiler import load_config
+from mindspeed_profiler.analysis.timeline.merge import build_timeline
 from mindspeed_profiler.analysis.parsing.segments import read_segment
 from mindspeed_profiler.tracing import init_tracer, shutdown_tracer, trace_span
 
@@ -107,7 +109,7 @@ def test_a_fifo_at_the_segment_path_never_blocks_the_tracer(clean_state, tmp_pat
 def test_a_fifo_at_a_collector_segment_path_is_refused_at_once(tmp_path):
     """The Ray collector (one actor writing every worker's segment) opens with the same helper: a
     FIFO there fails that write (the worker falls back to a local file), never stalls the actor."""
-    from mindspeed_profiler.fileio import UnsafeFile
+    from mindspeed_profiler.core.fileio import UnsafeFile
     from mindspeed_profiler.tracing.collector import TraceCollector
 
     os.mkfifo(tmp_path / "w.seg.jsonl")
@@ -134,7 +136,7 @@ def test_a_fifo_at_a_collector_segment_path_is_refused_at_once(tmp_path):
 def test_a_fifo_at_the_process_level_iterations_file_never_blocks_a_step(tmp_path, runtime_warnings):
     """The wrapped worker's iteration follower writes its iterations file from step(), by the same
     helper: a FIFO there is reported once, and the follower still follows the iterations."""
-    from mindspeed_profiler import observers
+    from mindspeed_profiler.capture import observers
     from mindspeed_profiler.system.spec import WorkerSpec
     from mindspeed_profiler.system.worker import IterationFollower, RecordWriter
 

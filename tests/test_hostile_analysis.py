@@ -10,9 +10,9 @@ import time
 import pytest
 
 from conftest import SHARED_DATA
-from mindspeed_profiler.analysis.batch import analyse_directory
-from mindspeed_profiler.analysis.merge import build_timeline
-from mindspeed_profiler.analysis.pool import Limits
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
+from mindspeed_profiler.analysis.timeline.merge import build_timeline
+from mindspeed_profiler.analysis.pipeline.pool import Limits
 from mindspeed_profiler.cli import main
 
 
@@ -145,7 +145,7 @@ def test_summary_is_written_atomically(tmp_path, shared_data, monkeypatch):
     (tmp_path / "good.json").write_text(json.dumps(_good_trace()))
     analyse_directory(tmp_path, jobs=1, progress=False)
     before = (tmp_path / "analysis" / "summary.json").read_bytes()
-    from mindspeed_profiler import fileio
+    from mindspeed_profiler.core import fileio
 
     def full_disk(fh, data):   # the disk fills up mid-write
         fh.write(data[: len(data) // 2])

@@ -16,7 +16,7 @@ import pytest
 
 from analysis_testutil import write_json
 from mindspeed_profiler import ProfilerConfigError, load_config
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 
 
 def measure(fn, *args):
@@ -263,6 +263,6 @@ def test_a_twenty_digit_rank_never_loses_the_summary_or_the_database(tmp_path):
     write_json(d / "t.json", {"traceEvents": [{"ph": "X", "name": "a", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 0, "dur": 5}]})
     summary, code = analyse_directory(tmp_path, jobs=1, progress=False, export_type="db")
     assert code == 0 and (tmp_path / "analysis" / "summary.json").is_file() and (tmp_path / "analysis" / "analysis.db").is_file()
-    from mindspeed_profiler.analysis.outputs import write_summary
+    from mindspeed_profiler.analysis.results.outputs import write_summary
     write_summary(tmp_path / "s.json", {"rank": 10**20, "warnings": []})
     assert json.loads((tmp_path / "s.json").read_text())["warnings"][0].startswith("1 integer(s) beyond 64 bits")

@@ -18,13 +18,15 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT
-from mindspeed_profiler import IntegratedProfiler, ProfilerConfigError, formats, load_config
+from mindspeed_profiler import IntegratedProfiler, ProfilerConfigError
+from mindspeed_profiler.core import formats
+from mindspeed_profiler import load_config
 from mindspeed_profiler.ondemand import listener as lst
 from mindspeed_profiler.ondemand import requests as rq
 from mindspeed_profiler.ondemand import transport as tp
 from mindspeed_profiler.ondemand import trigger as tg
 from mindspeed_profiler.system.finish import wait_for_reports
-from mindspeed_profiler.system.settings import worker_runtime_env
+from mindspeed_profiler.runtime.system_settings import worker_runtime_env
 from mindspeed_profiler.system.spec import WorkerSpec
 from test_ondemand import Loop, dyn_config, states_of
 from test_system_launch import WORKER, base_path, cfg, launch, write_fake_tools, write_script_tool

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import REPO_ROOT, tracer_cfg
 from mindspeed_profiler import IntegratedProfiler, load_config
-from mindspeed_profiler.analysis.merge import build_timeline
+from mindspeed_profiler.analysis.timeline.merge import build_timeline
 from mindspeed_profiler.tracing import flush_tracer, init_tracer, shutdown_tracer, trace_span
 from profiler_testutil import capture_dirs, meta_of, train
 
@@ -195,7 +195,7 @@ def test_home_directory_paths_are_expanded_where_checked_and_used():
 
 
 def test_a_negative_rank_in_the_environment_falls_back_with_a_warning(tmp_path, monkeypatch, caplog):
-    from mindspeed_profiler._warn import reset_warnings
+    from mindspeed_profiler.core.warn import reset_warnings
 
     reset_warnings()
     monkeypatch.setenv("RANK", "-5")

@@ -17,11 +17,12 @@ import threading
 import orjson
 import pytest
 
-from mindspeed_profiler import mstx, mstx_timer_decorator
+from mindspeed_profiler.runtime import mstx
+from mindspeed_profiler import mstx_timer_decorator
 from mindspeed_profiler.tracing import api, init_tracer, shutdown_tracer, trace_begin, trace_end, trace_func, trace_span
-from mindspeed_profiler._state import SWITCH
-from mindspeed_profiler.tracing._metrics import METRICS
-from mindspeed_profiler.tracing._wrap import wrap_callable
+from mindspeed_profiler.core.state import SWITCH
+from mindspeed_profiler.tracing.marker_metrics import METRICS
+from mindspeed_profiler.tracing.wrap import wrap_callable
 from mindspeed_profiler.tracing.recorder import Recorder
 from conftest import tracer_cfg
 

@@ -22,7 +22,7 @@ import pytest
 
 from analysis_testutil import analyse_one, write_json
 from mindspeed_profiler.analysis.analyzers.idle_causes import IDLE_CAUSES, KERNEL_LAUNCHES, stream_number
-from mindspeed_profiler.analysis.facade import RunAnalysis
+from mindspeed_profiler.analysis.results.facade import RunAnalysis
 from reference_tools import need
 from test_crosscheck import KINETO
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from mindspeed_profiler.analysis import inputs
-from mindspeed_profiler.analysis.batch import analyse_directory
-from mindspeed_profiler.analysis.discover import Capture, discover, rel
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.discover import Capture, discover, rel
 from mindspeed_profiler.analysis.inputs import InputKind, input_kind, input_kinds, register_input
 
 

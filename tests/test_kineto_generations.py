@@ -15,7 +15,7 @@ import pytest
 
 from analysis_testutil import write_json
 from conftest import REPO_ROOT
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 
 TORCH19 = REPO_ROOT.parent / "shared" / "kineto-torch19"
 TRACES = ["worker0.1623143089861.pt.trace.json.gz", "worker0.1623143566756.pt.trace.json.gz"]

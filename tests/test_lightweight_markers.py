@@ -9,7 +9,7 @@ import json
 import torch
 
 from mindspeed_profiler import IntegratedProfiler, load_config, mstx_range
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 from profiler_testutil import capture_dirs, meta_of
 
 

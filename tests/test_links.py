@@ -16,7 +16,7 @@ import pytest
 import ascend_data
 from mindspeed_profiler.analysis import RunAnalysis
 from mindspeed_profiler.analysis.analyzers import links
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 from mindspeed_profiler.analysis.parsing.ascend_files import step_label
 from reference_tools import run_msprof_analyze
 

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from mindspeed_profiler.analysis import advisor
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.analyzers import advisor
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 from mindspeed_profiler.analysis.parsing.kineto_trace import device_properties, read_kineto_trace
 from conftest import REPO_ROOT
 

@@ -8,7 +8,7 @@ import pickle
 import torch
 
 from mindspeed_profiler import IntegratedProfiler, load_config
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 from mindspeed_profiler.backends.memory_snapshot import ALLOCATOR, MemorySnapshot
 from profiler_testutil import capture_dirs, meta_of, train
 

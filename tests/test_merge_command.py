@@ -7,7 +7,7 @@ import pytest
 
 from mindspeed_profiler import load_config
 from mindspeed_profiler.cli import main
-from mindspeed_profiler.manifest import write_run_manifest
+from mindspeed_profiler.runtime.manifest import write_run_manifest
 from mindspeed_profiler.tracing import merge_timeline
 
 

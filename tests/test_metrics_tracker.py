@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT
-from mindspeed_profiler import IntegratedProfiler, formats, load_config, tracing
-from mindspeed_profiler.analysis import merge
+from mindspeed_profiler import IntegratedProfiler
+from mindspeed_profiler.core import formats
+from mindspeed_profiler import load_config, tracing
+from mindspeed_profiler.analysis.timeline import merge
 from mindspeed_profiler.metrics import PEAKS, ModelSize, from_megatron, from_module, peak_tflops
 from mindspeed_profiler.metrics import tracker as tracker_module
 
@@ -416,9 +418,9 @@ def test_grpo_example_rows_agree_with_its_timeline(tmp_path):
                   f"{row['perf/throughput']:.1f} tokens/s, MFU actor_update {row['perf/mfu/actor_update']:.2e}")
     # the advisor (issue 20's must-show): its top finding names actor rank 1 the straggler of
     # actor_update, with what it cost rank 0
-    from mindspeed_profiler.analysis.batch import analyse_directory
+    from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 
-    from mindspeed_profiler.analysis.facade import RunAnalysis
+    from mindspeed_profiler.analysis.results.facade import RunAnalysis
 
     summary, _ = analyse_directory(save, jobs=1, html=False, progress=False, write=False)
     why = ([(c["path"], c["status"], c.get("rank"), c.get("wall_us"), c.get("error")) for c in summary["captures"]],

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mindspeed_profiler import load_config
-from mindspeed_profiler.mindspeed_rl import get_grpo_profiler, mstx_timer_decorator, profiler_start, profiler_step
+from mindspeed_profiler.integrations.mindspeed_rl import get_grpo_profiler, mstx_timer_decorator, profiler_start, profiler_step
 from profiler_testutil import capture_dirs, meta_of, rel_names
 
 

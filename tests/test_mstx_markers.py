@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from mindspeed_profiler import mstx_mark, mstx_range, mstx_timer_decorator
-from mindspeed_profiler import mstx
+from mindspeed_profiler.runtime import mstx
 from conftest import REPO_ROOT, tracer_cfg
 
 SNAPSHOT = REPO_ROOT / "mindspeed_profiler" / "data" / "torch_npu_signatures.json"
@@ -351,7 +351,7 @@ def test_metrics_per_name(clean_state):
 
 def test_markers_emit_tracer_spans(clean_state, tmp_path):
     from mindspeed_profiler.tracing import init_tracer, shutdown_tracer
-    from mindspeed_profiler.analysis.merge import build_timeline
+    from mindspeed_profiler.analysis.timeline.merge import build_timeline
 
     init_tracer(tracer_cfg(tmp_path), role="driver", rank=0)
 

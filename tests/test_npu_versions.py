@@ -18,11 +18,11 @@ import pytest
 from conftest import REPO_ROOT
 from fake_torch_npu import DATA_DIR, SNAPSHOT_VERSIONS, FakeTorchNpu, load_snapshot
 from mindspeed_profiler import IntegratedProfiler, load_config
-from mindspeed_profiler._warn import reset_warnings
+from mindspeed_profiler.core.warn import reset_warnings
 from mindspeed_profiler.backends import npu
 from mindspeed_profiler.backends.npu import (EXPERIMENTAL, HANDLER, MARK, PROFILE, RANGE_END, RANGE_START, NpuApi,
                                              adapt_options, installed_api, profile_options)
-from mindspeed_profiler.mstx import reset_marker_backends
+from mindspeed_profiler.runtime.mstx import reset_marker_backends
 from profiler_testutil import capture_dirs, meta_of, profile_config, train
 
 sys.path.insert(0, str(REPO_ROOT / "tools"))
@@ -270,7 +270,7 @@ def test_warn_once_per_feature_and_version(tmp_path, runtime_warnings):
 def test_markers_on_2_5_1_drop_domain_and_stream(release_2_5_1, runtime_warnings):
     """_NpuMarkers on 2.5.1: range_start(message, stream) without domain, mark(message) without
     stream or domain; said once each, naming the release; markers are still emitted."""
-    from mindspeed_profiler import mstx
+    from mindspeed_profiler.runtime import mstx
 
     mstx.enable_markers(True, device="npu")
     stream = object()
@@ -289,7 +289,7 @@ def test_markers_on_2_5_1_drop_domain_and_stream(release_2_5_1, runtime_warnings
 
 
 def test_markers_on_newer_releases_pass_domain_and_stream(clean_state, runtime_warnings):
-    from mindspeed_profiler import mstx
+    from mindspeed_profiler.runtime import mstx
 
     for version in ("2.5.1.post1", "2.14.0"):
         reset_marker_backends()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 from mindspeed_profiler.ondemand import transport as tp
 from profiler_testutil import capture_dirs, meta_of
 

@@ -13,9 +13,9 @@ import pytest
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from mindspeed_profiler.analysis import pftrace
-from mindspeed_profiler.analysis.merge import merge_timeline_dir
-from mindspeed_profiler.analysis.timeline_stream import OVERLAP_TID_BASE
+from mindspeed_profiler.analysis.timeline import pftrace
+from mindspeed_profiler.analysis.timeline.merge import merge_timeline_dir
+from mindspeed_profiler.analysis.timeline.stream import OVERLAP_TID_BASE
 from pftrace_decode import decode
 from test_tracing_merge import T0, _header, _write_segment
 
@@ -226,7 +226,7 @@ def test_slices_writes_what_slice_writes(monkeypatch, hold_limit):
     import io
     import random
 
-    from mindspeed_profiler.analysis.timeline_spill import RecordMaker
+    from mindspeed_profiler.analysis.timeline.spill import RecordMaker
 
     monkeypatch.setattr(pftrace, "HOLD_LIMIT_BYTES", hold_limit)
     rnd = random.Random(5)

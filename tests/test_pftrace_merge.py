@@ -9,8 +9,8 @@ import tracemalloc
 import orjson
 import pytest
 
-from mindspeed_profiler.analysis import merge, timeline_spill
-from mindspeed_profiler.analysis.merge import build_timeline, merge_timeline_dir, read_segments
+from mindspeed_profiler.analysis.timeline import merge, spill as timeline_spill
+from mindspeed_profiler.analysis.timeline.merge import build_timeline, merge_timeline_dir, read_segments
 from mindspeed_profiler.cli import main as cli_main
 from pftrace_decode import decode
 from test_pftrace import _assert_same_timeline

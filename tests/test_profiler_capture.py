@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from mindspeed_profiler import IntegratedProfiler, load_config, profiler_start, profiler_step
-from mindspeed_profiler._state import STATE
+from mindspeed_profiler.core.state import STATE
 from mindspeed_profiler.backends import layout
 from profiler_testutil import (annotations, capture_dirs, load_trace, meta_of, profile_config, profiler_steps, rel_names,
                                train)
@@ -284,7 +284,7 @@ def test_stop_during_warmup_leaves_kineto_clean(tmp_path):
 def test_run_manifest_concurrent_writers(tmp_path):
     import threading
 
-    from mindspeed_profiler.profiler import write_run_manifest
+    from mindspeed_profiler.runtime.profiler import write_run_manifest
 
     cfg = profile_config(tmp_path)
     threads = [threading.Thread(target=write_run_manifest, args=(cfg,), kwargs={"rank": i}) for i in range(8)]

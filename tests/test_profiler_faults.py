@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from mindspeed_profiler import IntegratedProfiler, load_config
-from mindspeed_profiler._state import STATE
+from mindspeed_profiler.core.state import STATE
 from mindspeed_profiler.backends.torch import TorchBackend
 from profiler_testutil import capture_dirs, load_trace, meta_of, profile_config, profiler_steps, train
 

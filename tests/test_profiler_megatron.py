@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from mindspeed_profiler import IntegratedProfiler, load_config
-from mindspeed_profiler.integrations.megatron import parallel_layout, parallel_selected
+from mindspeed_profiler.runtime.megatron import parallel_layout, parallel_selected
 from profiler_testutil import capture_dirs, meta_of, train
 
 

@@ -20,11 +20,11 @@ import pytest
 from conftest import REPO_ROOT
 from fake_torch_npu import SNAPSHOT_VERSIONS, FakeTorchNpu, load_snapshot
 from mindspeed_profiler import IntegratedProfiler, mstx_mark, mstx_range
-from mindspeed_profiler._state import STATE
-from mindspeed_profiler._warn import reset_warnings
+from mindspeed_profiler.core.state import STATE
+from mindspeed_profiler.core.warn import reset_warnings
 from mindspeed_profiler.backends import select_backend
 from mindspeed_profiler.backends.npu import EXPERIMENTAL, NpuApi
-from mindspeed_profiler.mstx import reset_marker_backends
+from mindspeed_profiler.runtime.mstx import reset_marker_backends
 from profiler_testutil import capture_dirs, meta_of, profile_config, rel_names, train
 
 PINNED = ("2.5.1", "2.7.1")  # MindSpeed-RL 2.0.0 - 2.3.0, and its master

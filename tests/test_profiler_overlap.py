@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from mindspeed_profiler import IntegratedProfiler
-from mindspeed_profiler._state import STATE
+from mindspeed_profiler.core.state import STATE
 from profiler_testutil import annotations, capture_dirs, load_trace, meta_of, profile_config, profiler_steps, rel_names
 
 TESTS = Path(__file__).resolve().parent

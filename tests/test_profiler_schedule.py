@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mindspeed_profiler import load_config
-from mindspeed_profiler.schedule import Window, make_plan, plan_from_config, plan_windows, runs, schedule_args
+from mindspeed_profiler.capture.schedule import Window, make_plan, plan_from_config, plan_windows, runs, schedule_args
 
 
 def test_runs_groups_consecutive_steps():

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from mindspeed_profiler import IntegratedProfiler, load_config, tracing
-from mindspeed_profiler._state import STATE
-from mindspeed_profiler.analysis import merge
+from mindspeed_profiler.core.state import STATE
+from mindspeed_profiler.analysis.timeline import merge
 from profiler_testutil import capture_dirs, train
 
 

@@ -2,7 +2,7 @@
 console.py, display.py and report/*.py read from a row (`row["key"]`, `row.get("key")`) is a field of
 a question's model, one of its older names, a key of a field's path, a block a model holds or the
 place its rows live (summary_fields.declared_names(): the questions' models and the summary's own
-record, timeline and capture blocks, declared in analysis/summary_fields.py)."""
+record, timeline and capture blocks, declared in analysis/models/summary_fields.py)."""
 from __future__ import annotations
 
 import ast
@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from mindspeed_profiler.analysis import display
-from mindspeed_profiler.analysis import questions as q
-from mindspeed_profiler.analysis.rows import UnknownField
-from mindspeed_profiler.analysis.summary_fields import SUMMARY, TIMELINE, declared_names
+from mindspeed_profiler.analysis.models import display
+from mindspeed_profiler.analysis.models import questions as q
+from mindspeed_profiler.analysis.models.rows import UnknownField
+from mindspeed_profiler.analysis.models.summary_fields import SUMMARY, TIMELINE, declared_names
 
-ANALYSIS = Path(display.__file__).parent
-READERS = [ANALYSIS / "console.py", ANALYSIS / "display.py", *sorted((ANALYSIS / "report").glob("*.py"))]
+ANALYSIS = Path(display.__file__).parent.parent
+READERS = [ANALYSIS / "results" / "console.py", ANALYSIS / "models" / "display.py",
+           *sorted((ANALYSIS / "results" / "report").glob("*.py"))]
 
 
 def keys_read(source: str) -> list[tuple[str, int]]:
@@ -41,7 +42,7 @@ def undeclared(source: str) -> list[tuple[str, int]]:
 def test_console_and_report_read_only_declared_fields(path):
     bad = undeclared(path.read_text())
     assert not bad, f"{path.name} reads names no row model declares (declare them in the question's model, " \
-                    f"or a summary-level one in analysis/summary_fields.py): {bad}"
+                    f"or a summary-level one in analysis/models/summary_fields.py): {bad}"
 
 
 def test_a_read_of_an_undeclared_field_is_found():

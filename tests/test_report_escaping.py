@@ -13,8 +13,8 @@ import pytest
 from markupsafe import Markup, escape
 
 from analysis_testutil import analyse_hostile_run
-from mindspeed_profiler.analysis import report
-from mindspeed_profiler.analysis.report import svg
+from mindspeed_profiler.analysis.results import report
+from mindspeed_profiler.analysis.results.report import svg
 
 PACKAGE = Path(report.__file__).parent
 OUR_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "h4", "p", "span", "table", "thead",

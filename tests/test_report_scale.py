@@ -8,10 +8,10 @@ import shutil
 
 import pytest
 
-from mindspeed_profiler import formats
-from mindspeed_profiler.analysis.batch import analyse_directory
-from mindspeed_profiler.analysis.report import render, sections
-from mindspeed_profiler.analysis.report.svg import heat_color
+from mindspeed_profiler.core import formats
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
+from mindspeed_profiler.analysis.results.report import render, sections
+from mindspeed_profiler.analysis.results.report.svg import heat_color
 
 STAGES = ("actor_generate", "actor_update")
 

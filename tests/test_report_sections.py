@@ -12,10 +12,10 @@ from urllib.parse import unquote
 
 import pytest
 
-from mindspeed_profiler.analysis import report
-from mindspeed_profiler.analysis.batch import analyse_directory
-from mindspeed_profiler.analysis.report.fmt import ms
-from mindspeed_profiler.analysis.report.timeline_svg import NO_STAGE_PART, PROFILER_PART
+from mindspeed_profiler.analysis.results import report
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
+from mindspeed_profiler.analysis.results.report.fmt import ms
+from mindspeed_profiler.analysis.results.report.timeline_svg import NO_STAGE_PART, PROFILER_PART
 from test_db_queries import gloo_run
 
 
@@ -185,7 +185,7 @@ def test_per_rank_labels_are_not_cut(run):
     bars = [(txt, title) for txt, title in p.labels if title and long_role in title]
     assert bars and all(txt == title for txt, title in bars), bars[:2]
     # a label longer than the widest column is cut, its full text on hover
-    from mindspeed_profiler.analysis.report.svg import MAX_LABEL_PX, stacked_bars
+    from mindspeed_profiler.analysis.results.report.svg import MAX_LABEL_PX, stacked_bars
     chart = stacked_bars([("x" * 200, {"a": 1.0})], [("a", "a", "#000")])
     q = parse(str(chart.svg))
     (txt, title), = [lb for lb in q.labels if lb[1]]
@@ -194,7 +194,7 @@ def test_per_rank_labels_are_not_cut(run):
 
 
 def test_a_cut_bar_shows_every_part_in_proportion():
-    from mindspeed_profiler.analysis.report.svg import stacked_bars
+    from mindspeed_profiler.analysis.results.report.svg import stacked_bars
     parts = [("a", "a", "#111"), ("b", "b", "#222")]
     rows = [("r1", {"a": 1000.0, "b": 1000.0}), ("r2", {"a": 1000.0, "b": 1000.0}),
             ("long", {"a": 30000.0, "b": 10000.0})]   # 20x the median: cut at 2.5x

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from mindspeed_profiler.analysis.batch import analyse_directory
-from mindspeed_profiler.analysis.merge import write_timeline
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
+from mindspeed_profiler.analysis.timeline.merge import write_timeline
 from mindspeed_profiler.cli import main
 
 T0 = 1_764_500_000_000_000   # wall-clock microseconds

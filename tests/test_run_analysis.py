@@ -8,7 +8,7 @@ import pytest
 
 from mindspeed_profiler import RunAnalysis
 from mindspeed_profiler.analysis import Rows
-from mindspeed_profiler.analysis.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 from conftest import SHARED_DATA
 
 

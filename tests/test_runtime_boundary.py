@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from mindspeed_profiler import IntegratedProfiler, observers
+from mindspeed_profiler import IntegratedProfiler
+from mindspeed_profiler.capture import observers
 from mindspeed_profiler.runtime import boundary
-from mindspeed_profiler.stage_scope import StageScope
+from mindspeed_profiler.runtime.stage_scope import StageScope
 from profiler_testutil import profile_config
 
 PKG = Path(__file__).resolve().parents[1] / "mindspeed_profiler"
@@ -78,8 +79,8 @@ def _attributes_read_of(path: Path, owner_names: set[str]) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("module, owners", [("stage_scope.py", {"p"}), ("ondemand/listener.py", {"owner", "child"}),
-                                            ("session.py", {"p", "prof"})])
+@pytest.mark.parametrize("module, owners", [("runtime/stage_scope.py", {"p"}), ("ondemand/listener.py", {"owner", "child"}),
+                                            ("runtime/session.py", {"p", "prof"})])
 def test_the_profiler_is_used_through_public_names_only(module, owners):
     private = sorted(a for a in _attributes_read_of(PKG / module, owners) if a.startswith("_"))
     assert not private, f"{module} reads private attributes of the profiler: {private}"

@@ -8,8 +8,12 @@ import json
 from pathlib import Path
 
 
-from mindspeed_profiler import IntegratedProfiler, formats, load_config, observers, profiler as profiler_module
-from mindspeed_profiler._state import STATE
+from mindspeed_profiler import IntegratedProfiler
+from mindspeed_profiler.core import formats
+from mindspeed_profiler import load_config
+from mindspeed_profiler.capture import observers
+from mindspeed_profiler.runtime import profiler as profiler_module
+from mindspeed_profiler.core.state import STATE
 from mindspeed_profiler.ondemand.listener import Listener
 from mindspeed_profiler.system import worker
 from mindspeed_profiler.system.spec import WorkerSpec
@@ -132,7 +136,7 @@ def test_the_on_demand_listener_is_one_of_the_profilers_observers(tmp_path, clea
 
 
 def test_a_forked_process_forgets_the_listener(tmp_path, clean_state, listeners):
-    from mindspeed_profiler import session
+    from mindspeed_profiler.runtime import session
 
     cfg = load_config({"integrated": {"profile": False, "dynamic": True, "profile_save_path": str(tmp_path), "backend": "torch"}})
     prof = IntegratedProfiler(cfg, role="actor", rank=0, world_size=1)

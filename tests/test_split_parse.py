@@ -16,8 +16,8 @@ import numpy as np
 import orjson
 import pytest
 
-from mindspeed_profiler.analysis.collect import run_captures
-from mindspeed_profiler.analysis.discover import Capture
+from mindspeed_profiler.analysis.pipeline.collect import run_captures
+from mindspeed_profiler.analysis.pipeline.discover import Capture
 from mindspeed_profiler.analysis.parsing import jsonscan, split_parse
 from mindspeed_profiler.analysis.parsing.events import EventTable
 from mindspeed_profiler.analysis.parsing.kineto_trace import read_kineto_trace
@@ -297,7 +297,7 @@ def test_only_a_lone_capture_with_jobs_to_spare_may_split(tmp_path):
 
 
 def test_analyse_of_a_lone_trace_with_two_jobs_splits_and_gives_the_same_summary(tmp_path, small_batches):
-    from mindspeed_profiler.analysis.batch import analyse_directory
+    from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 
     src = HERE / "data" / "hta" / "nccl_parser_config" / "nccl_data.json.gz"
     (tmp_path / "run").mkdir()

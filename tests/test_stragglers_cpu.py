@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from mindspeed_profiler.analysis.batch import analyse_directory  # noqa: E402
-from mindspeed_profiler.analysis.facade import RunAnalysis  # noqa: E402
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory  # noqa: E402
+from mindspeed_profiler.analysis.results.facade import RunAnalysis  # noqa: E402
 from gloo_job import INIT, run_two_ranks  # noqa: E402
 
 SLEEP_S = 0.06

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from conftest import REPO_ROOT, SHARED_DATA
-from mindspeed_profiler.analysis.batch import analyse_directory
-from mindspeed_profiler.analysis.outputs import TotalsReader, load_summary
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
+from mindspeed_profiler.analysis.results.outputs import TotalsReader, load_summary
 
 KINETO = SHARED_DATA / "kineto"
 TOOL = REPO_ROOT / "tools" / "summary_diff.py"

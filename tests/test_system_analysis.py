@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from mindspeed_profiler import formats
+from mindspeed_profiler.core import formats
 from mindspeed_profiler.analysis.analyzers.pyspy_frames import clip, frame_times, stage_frame_times
-from mindspeed_profiler.analysis.batch import analyse_directory
-from mindspeed_profiler.analysis.discover import discover
-from mindspeed_profiler.analysis.merge import write_timeline
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
+from mindspeed_profiler.analysis.pipeline.discover import discover
+from mindspeed_profiler.analysis.timeline.merge import write_timeline
 from mindspeed_profiler.analysis.parsing.pyspy import read_pyspy
-from mindspeed_profiler.analysis.system_tracks import add_system_tracks, system_dir_of
+from mindspeed_profiler.analysis.timeline.system_tracks import add_system_tracks, system_dir_of
 from test_system_launch import write_fake_tools
 
 MS = 1_000_000                 # ns
@@ -324,8 +324,8 @@ def test_the_analysis_of_a_system_directory_loads_no_runtime(tmp_path):
     (tmp_path / formats.TIMELINE_DIR).mkdir()
     (tmp_path / formats.TIMELINE_DIR / formats.TIMELINE_FILE).write_text(json.dumps(timeline()))
     assert loaded_forbidden(f"""
-        from mindspeed_profiler.analysis.batch import analyse_directory
-        from mindspeed_profiler.analysis.system_tracks import add_system_tracks
+        from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
+        from mindspeed_profiler.analysis.timeline.system_tracks import add_system_tracks
         summary, code = analyse_directory({str(tmp_path)!r}, jobs=1, progress=False, html=False, write=False)
         assert code == 0, summary
         assert add_system_tracks({json.dumps(timeline())}, {str(tmp_path / formats.SYSTEM_DIR)!r}) > 0

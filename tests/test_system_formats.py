@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mindspeed_profiler import formats
+from mindspeed_profiler.core import formats
 from mindspeed_profiler.system.backends import system_backend_names
 from mindspeed_profiler.system.meta import new_meta
 from mindspeed_profiler.system.spec import WorkerSpec

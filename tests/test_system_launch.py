@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from mindspeed_profiler import formats, load_config
+from mindspeed_profiler.core import formats
+from mindspeed_profiler import load_config
 from mindspeed_profiler.system.finish import wait_for_reports
 from mindspeed_profiler.system.launch import MODULE, plan_launch, split_argv
 from mindspeed_profiler.system.regroup import MODULE as REGROUP
-from mindspeed_profiler.system.settings import group_selected, unmatched_groups, worker_runtime_env
+from mindspeed_profiler.runtime.system_settings import group_selected, unmatched_groups, worker_runtime_env
 from mindspeed_profiler.system.spec import WorkerSpec
 from conftest import REPO_ROOT
 

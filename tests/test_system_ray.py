@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT
-from mindspeed_profiler import formats
+from mindspeed_profiler.core import formats
 from mindspeed_profiler.system.regroup import MODULE as REGROUP
 from test_system_launch import tool_logs, write_fake_tools
 

@@ -12,7 +12,8 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from mindspeed_profiler import formats, load_config  # noqa: E402
+from mindspeed_profiler.core import formats
+from mindspeed_profiler import load_config  # noqa: E402
 from mindspeed_profiler.integrations import ray as ray_integration  # noqa: E402
 from mindspeed_profiler.integrations.ray import (ProfilerWorkerMixin, SystemCapture, start_profilers,  # noqa: E402
                                                  step_profilers, stop_profilers)

@@ -18,10 +18,10 @@ import subprocess
 import sys
 import time
 
-from mindspeed_profiler import formats
+from mindspeed_profiler.core import formats
 from mindspeed_profiler.system.finish import wait_for_reports
 from mindspeed_profiler.system.regroup import MODULE, own_group, regrouped
-from mindspeed_profiler.system.settings import worker_runtime_env
+from mindspeed_profiler.runtime.system_settings import worker_runtime_env
 from mindspeed_profiler.system.spec import WorkerSpec
 from conftest import REPO_ROOT
 from test_system_launch import base_path, cfg, write_fake_tools

@@ -10,7 +10,10 @@ import sys
 
 import pytest
 
-from mindspeed_profiler import IntegratedProfiler, formats, load_config, observers
+from mindspeed_profiler import IntegratedProfiler
+from mindspeed_profiler.core import formats
+from mindspeed_profiler import load_config
+from mindspeed_profiler.capture import observers
 from mindspeed_profiler.system import worker
 from mindspeed_profiler.system.spec import WorkerSpec
 from conftest import REPO_ROOT
@@ -189,7 +192,7 @@ def test_an_unwrapped_worker_follows_nothing(tmp_path, listeners, monkeypatch):
 def test_session_reads_the_settings_once_at_the_first_start(tmp_path):
     """A fresh interpreter: the listener is installed at the first profiler start with the settings in
     its environment, never without them; importing the runtime imports nothing of system/."""
-    code = ("import sys; import mindspeed_profiler.observers as s; from mindspeed_profiler import IntegratedProfiler, load_config\n"
+    code = ("import sys; import mindspeed_profiler.capture.observers as s; from mindspeed_profiler import IntegratedProfiler, load_config\n"
             "assert 'mindspeed_profiler.system.worker' not in sys.modules and not s.ITERATION_LISTENERS\n"
             "p = IntegratedProfiler(load_config({'integrated': {}}).integrated, role='actor', rank=0, world_size=1)\n"
             "p.start(); p.stop(); p.start(); p.stop(); print(len(s.ITERATION_LISTENERS))")

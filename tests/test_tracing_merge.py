@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from mindspeed_profiler.cli import main as cli_main
 from mindspeed_profiler.tracing.clock import estimate_offset, measure_offset
-from mindspeed_profiler.analysis.merge import build_timeline, read_timeline_file as load_timeline, write_timeline
+from mindspeed_profiler.analysis.timeline.merge import build_timeline, read_timeline_file as load_timeline, write_timeline
 
 
 def _write_segment(d, name, header, lines):

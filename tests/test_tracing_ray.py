@@ -11,7 +11,7 @@ ray = pytest.importorskip("ray")
 
 from mindspeed_profiler.tracing import init_tracer, shutdown_tracer, trace_span  # noqa: E402
 from mindspeed_profiler.tracing.clock import SKEW_ENV  # noqa: E402
-from mindspeed_profiler.analysis.merge import write_timeline  # noqa: E402
+from mindspeed_profiler.analysis.timeline.merge import write_timeline  # noqa: E402
 from mindspeed_profiler.tracing.ray_support import shutdown_actor_tracers, sync_actor_clocks  # noqa: E402
 from conftest import tracer_cfg
 
@@ -123,8 +123,8 @@ def test_collector_sink_and_dead_collector(ray_cluster, clean_state, tmp_path):
 
     def sink_info(worker):
         def probe(_self):
-            from mindspeed_profiler._state import STATE
-            from mindspeed_profiler import _warn
+            from mindspeed_profiler.core.state import STATE
+            from mindspeed_profiler.core import warn as _warn
             from mindspeed_profiler.tracing import flush_tracer
 
             from mindspeed_profiler.tracing import trace_span

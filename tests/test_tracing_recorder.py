@@ -9,7 +9,7 @@ import time
 import orjson
 import pytest
 
-from mindspeed_profiler._state import STATE
+from mindspeed_profiler.core.state import STATE
 from mindspeed_profiler.tracing import (
     flush_tracer,
     init_tracer,
@@ -19,7 +19,7 @@ from mindspeed_profiler.tracing import (
     trace_func,
     trace_span,
 )
-from mindspeed_profiler.analysis.merge import build_timeline
+from mindspeed_profiler.analysis.timeline.merge import build_timeline
 from mindspeed_profiler.tracing.recorder import Recorder
 from mindspeed_profiler.tracing.sinks import FileSink
 from conftest import tracer_cfg

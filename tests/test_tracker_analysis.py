@@ -10,10 +10,11 @@ import sqlite3
 
 import pytest
 
-from mindspeed_profiler import IntegratedProfiler, formats
-from mindspeed_profiler.analysis import advisor
-from mindspeed_profiler.analysis.batch import analyse_directory
-from mindspeed_profiler.analysis.facade import RunAnalysis
+from mindspeed_profiler import IntegratedProfiler
+from mindspeed_profiler.core import formats
+from mindspeed_profiler.analysis.analyzers import advisor
+from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
+from mindspeed_profiler.analysis.results.facade import RunAnalysis
 from test_metrics_tracker import N, metrics_cfg, rows_of, run_loop
 
 

@@ -163,7 +163,7 @@ def compare_outputs(a: Path, b: Path, limit: int = 10) -> list[str]:
 MODEL_DUMP = r"""
 import importlib, json, math, sys
 from mindspeed_profiler import RunAnalysis
-q = importlib.import_module("mindspeed_profiler.analysis.questions")
+q = importlib.import_module("mindspeed_profiler.analysis.questions")   # the old path: the base revision may predate analysis/models/
 res = {}
 for d in sys.argv[2:]:
     ra, rows = RunAnalysis(d), {}

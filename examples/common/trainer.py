@@ -11,7 +11,7 @@ import yaml
 
 from mindspeed_profiler import load_config, start_run
 from mindspeed_profiler.config import ProfilerConfig
-from mindspeed_profiler.formats import RUN_ID_ENV
+from mindspeed_profiler.core.formats import RUN_ID_ENV
 from mindspeed_profiler.tracing import init_tracer, merge_timeline, shutdown_tracer, trace_span
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -27,7 +27,7 @@ if __package__ in (None, ""):   # run as a file (python examples/dpo/train_dpo.p
 from examples.common import task  # noqa: E402
 from examples.common.trainer import RayCluster, Trainer, run_trainer, trainer_main
 from examples.common.workers import DPOActorWorker, ReferenceWorker
-from mindspeed_profiler.formats import CAT_STAGE  # noqa: E402
+from mindspeed_profiler.core.formats import CAT_STAGE  # noqa: E402
 from mindspeed_profiler.tracing import trace_span  # noqa: E402
 
 DEFAULT_CONFIG = Path(__file__).with_name("dpo.yaml")

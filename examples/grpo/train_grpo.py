@@ -31,7 +31,7 @@ from examples.common import task  # noqa: E402
 from examples.common.trainer import RayCluster, Trainer, run_trainer, trainer_main
 from examples.common.rl_math import group_advantages
 from examples.common.workers import GRPOActorWorker, ReferenceWorker
-from mindspeed_profiler.formats import CAT_STAGE  # noqa: E402
+from mindspeed_profiler.core.formats import CAT_STAGE  # noqa: E402
 from mindspeed_profiler.tracing import trace_span  # noqa: E402
 
 DEFAULT_CONFIG = Path(__file__).with_name("grpo.yaml")

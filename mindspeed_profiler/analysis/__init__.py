@@ -1,11 +1,11 @@
 """Offline analysis of profiler output: no device, no torch / torch_npu, no runtime import.
 
-    discover.py   what is where (asks the input registry)   inputs/     kind -> (find, analyse)
-    parsing/      files in, tables out                       analyzers/  one module per question
-    batch.py      the batch (discover, prepare, analyse in a pool, cross-capture tables, outputs)
-    pool.py       worker processes    capture.py  one capture, in a worker    merge.py  segments -> timeline
-    outputs.py    summary.json        report/     report.html (Jinja2)       sqlite_export.py  analysis.db
-    console.py    terminal tables     facade.py   RunAnalysis: one method per question, for notebooks
+    inputs/     kind -> (find, analyse): the input registry       parsing/   files in, tables out
+    analyzers/  one module per question, the advisor               models/    row models, questions, display
+    pipeline/   discover, collect (pool or Ray), one capture, the batch
+    timeline/   segments -> the merged timeline (Chrome JSON, Perfetto protobuf), system tracks
+    results/    summary.json (outputs), analysis.db (sqlite_export), report.html (report/),
+                terminal tables (console), RunAnalysis (facade: one method per question)
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ __all__ = ["RunAnalysis", "Rows"]
 
 def __getattr__(name: str) -> Any:   # lazy: `import mindspeed_profiler.analysis` stays cheap
     if name in __all__:
-        from . import facade
+        from mindspeed_profiler.analysis.results import facade
 
         return getattr(facade, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from mindspeed_profiler.capture_options import CaptureSettings
-from mindspeed_profiler.schedule import Window
+from mindspeed_profiler.core.capture_options import CaptureSettings
+from mindspeed_profiler.capture.schedule import Window
 
 @dataclass(frozen=True, kw_only=True)
 class CaptureSpec(Window):

@@ -11,11 +11,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from mindspeed_profiler._warn import warn_once
+from mindspeed_profiler.core.warn import warn_once
 from mindspeed_profiler.backends.base import Backend
 from mindspeed_profiler.backends.options import BACKEND_OPTIONS, OPTION_FIELDS, BackendOption, yaml_value
 from mindspeed_profiler.backends.registry import backend_classes
-from mindspeed_profiler.capture_options import CaptureSettings
+from mindspeed_profiler.core.capture_options import CaptureSettings
 
 __all__ = ["BACKEND_OPTIONS", "OPTION_FIELDS", "BackendOption", "yaml_value", "unhonoured_options", "unhonoured",
            "capture_options"]

@@ -12,10 +12,10 @@ import socket
 import time
 from pathlib import Path
 
-from mindspeed_profiler import formats
-from mindspeed_profiler.fileio import utc_now_iso, write_json_atomic  # noqa: F401 - their old home, still importable
+from mindspeed_profiler.core import formats
+from mindspeed_profiler.core.fileio import utc_now_iso, write_json_atomic  # noqa: F401 - their old home, still importable
 # re-exported: documented here since the first release (docs/profiling.md)
-from mindspeed_profiler.formats import (  # noqa: F401
+from mindspeed_profiler.core.formats import (  # noqa: F401
     ALL_DIR,
     CAPTURE_DIR_RE,
     META_FILE,

@@ -24,7 +24,7 @@ from mindspeed_profiler.backends import layout
 from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec, WindowedCapture
 from mindspeed_profiler.backends.marker_kinds import MarkerKind, register_marker_kind
 from mindspeed_profiler.backends.registry import register_backend
-from mindspeed_profiler.capture_options import CaptureSettings
+from mindspeed_profiler.core.capture_options import CaptureSettings
 
 _clock = time.perf_counter_ns
 _get_ident = threading.get_ident

@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from mindspeed_profiler import formats
+from mindspeed_profiler.core import formats
 from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec
 from mindspeed_profiler.backends.memory_snapshot import ALLOCATOR, MemorySnapshot
 from mindspeed_profiler.backends.npu_options import (Adapted, Note, adapt_options, adapt_to_installed,
@@ -34,8 +34,8 @@ from mindspeed_profiler.backends.npu_release import (ANALYSE, DATA_DIR, ENUMS, E
                                                      NpuApi, import_torch_npu, installed_api, load_snapshot,
                                                      nearest_snapshot, snapshot_index, snapshot_versions, version_key)
 from mindspeed_profiler.backends.registry import register_backend
-from mindspeed_profiler.capture_options import CaptureSettings
-from mindspeed_profiler.schedule import schedule_args
+from mindspeed_profiler.core.capture_options import CaptureSettings
+from mindspeed_profiler.capture.schedule import schedule_args
 
 __all__ = [  # the names this module had before the split (tests and users import them from here)
     "ANALYSE", "DATA_DIR", "ENUMS", "EXPERIMENTAL", "HANDLER", "INDEX_FILE", "MARK", "PROFILE", "RANGE_END",

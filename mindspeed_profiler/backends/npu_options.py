@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from mindspeed_profiler._warn import warn_once
-from mindspeed_profiler.capture_options import FIELD_OF_KEYWORD, KEYWORDS, CaptureOptions, CaptureSettings
+from mindspeed_profiler.core.warn import warn_once
+from mindspeed_profiler.core.capture_options import FIELD_OF_KEYWORD, KEYWORDS, CaptureOptions, CaptureSettings
 from mindspeed_profiler.backends.npu_release import (EXPERIMENTAL, HANDLER, PROFILE, RANGE_START, SCHEDULE,
                                                      STEP_OFFSET_ATTR, NpuApi, import_torch_npu, installed_api)
 

@@ -7,7 +7,7 @@ they are imported when a capture starts or a probe runs.
 """
 from __future__ import annotations
 
-from mindspeed_profiler._registry import Registry
+from mindspeed_profiler.core.registry import Registry
 from mindspeed_profiler.backends.base import Backend
 from mindspeed_profiler.backends.options import OPTION_FIELDS
 
@@ -24,7 +24,7 @@ REGISTRY: Registry[type[Backend]] = Registry(BUILTIN_MODULES)
 
 def register_backend(cls: type[Backend]) -> type[Backend]:
     """Class decorator: make `cls` selectable as `integrated.backend: <cls.name>`."""
-    from mindspeed_profiler.formats import CAPTURE_FORMATS
+    from mindspeed_profiler.core.formats import CAPTURE_FORMATS
 
     for attr in ("name", "suffix"):
         if not isinstance(getattr(cls, attr, None), str):

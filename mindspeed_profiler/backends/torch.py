@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from mindspeed_profiler.backends import layout
-from mindspeed_profiler import formats
-from mindspeed_profiler.capture_options import CaptureOptions, CaptureSettings
+from mindspeed_profiler.core import formats
+from mindspeed_profiler.core.capture_options import CaptureOptions, CaptureSettings
 from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec, WindowedCapture
 from mindspeed_profiler.backends.memory_snapshot import MemorySnapshot, snapshot_kind
 from mindspeed_profiler.backends.registry import register_backend

@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mindspeed_profiler.analysis.batch import EXIT_NOTHING_FOUND, RunNotFound, analyse_directory
+    from mindspeed_profiler.analysis.pipeline.batch import EXIT_NOTHING_FOUND, RunNotFound, analyse_directory
 
     if args.jobs < 1:
         print(f"analyse: --jobs must be >= 1, got {args.jobs}", file=sys.stderr)
@@ -80,13 +80,13 @@ def run(args: argparse.Namespace) -> int:
     if args.ray_task_cpus is not None and not args.ray_task_cpus > 0:
         print(f"analyse: --ray-task-cpus must be > 0, got {args.ray_task_cpus}", file=sys.stderr)
         return 2
-    from mindspeed_profiler.analysis.batch import default_limits
-    from mindspeed_profiler.analysis.pool import Limits
+    from mindspeed_profiler.analysis.pipeline.batch import default_limits
+    from mindspeed_profiler.analysis.pipeline.pool import Limits
 
     limits = Limits(timeout_s=args.capture_timeout, memory_mb=args.capture_memory_mb or default_limits().memory_mb)
     ray_options, setup_errors, where = {}, (), args.directory
     if args.ray:   # ray itself is imported by the analysis, only now
-        from mindspeed_profiler.analysis.ray_batch import RaySetupError, driver_dir
+        from mindspeed_profiler.analysis.pipeline.ray_batch import RaySetupError, driver_dir
 
         setup_errors = (RaySetupError,)
         ray_options = {"ray": True, "ray_address": args.address, "ray_task_cpus": args.ray_task_cpus or 0.5}
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"analysed {c['ok']}/{c['found']} captures ({c['failed']} failed, {c['unparsed']} not parsed) "
           f"in {summary['elapsed_s']} s -> {out}", file=sys.stderr, flush=True)
     if not args.quiet:   # after the count line, so that the last lines are the files and how to open them
-        from mindspeed_profiler.analysis.console import print_summary
+        from mindspeed_profiler.analysis.results.console import print_summary
         print_summary(summary, top_n=args.top or 10, out_dir=out, html=not args.no_html,
                       db=args.export_type == "db")
     return code

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mindspeed_profiler import stages
+from mindspeed_profiler.capture import stages
 from mindspeed_profiler.config import ProfilerConfigError, load_config
 from mindspeed_profiler.config.dialects import collect_notes
 

@@ -25,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load_or_analyse(where: str, jobs: int | None = None) -> dict:
     """The summary of `where`, analysing it first when there is none."""
-    from mindspeed_profiler.analysis.batch import analyse_directory
-    from mindspeed_profiler.analysis.outputs import find_summary, load_summary
+    from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
+    from mindspeed_profiler.analysis.results.outputs import find_summary, load_summary
 
     p = Path(where)
     found = find_summary(p)

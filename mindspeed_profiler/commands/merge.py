@@ -54,8 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mindspeed_profiler.analysis.merge import configured_gzip, merge_timeline_dir, resolve_timeline_dir
-    from mindspeed_profiler.analysis.timeline_stream import Cut
+    from mindspeed_profiler.analysis.timeline.merge import configured_gzip, merge_timeline_dir, resolve_timeline_dir
+    from mindspeed_profiler.analysis.timeline.stream import Cut
 
     timeline_dir = resolve_timeline_dir(args.dir)
     gzip = args.gzip if args.gzip is not None else bool(configured_gzip(timeline_dir))

@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from mindspeed_profiler import formats
+from mindspeed_profiler.core import formats
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,9 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mindspeed_profiler.analysis.batch import EXIT_NOTHING_FOUND, analyse_directory
-    from mindspeed_profiler.analysis.outputs import find_summary, load_summary
-    from mindspeed_profiler.analysis.report import write_report
+    from mindspeed_profiler.analysis.pipeline.batch import EXIT_NOTHING_FOUND, analyse_directory
+    from mindspeed_profiler.analysis.results.outputs import find_summary, load_summary
+    from mindspeed_profiler.analysis.results.report import write_report
 
     p = Path(args.directory)
     found = None if args.reanalyse else find_summary(p)

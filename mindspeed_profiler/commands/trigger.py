@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _fields(args: argparse.Namespace) -> dict:
-    from mindspeed_profiler import yaml_bounded
+    from mindspeed_profiler.core import yaml_bounded
     from mindspeed_profiler.ondemand.trigger import TriggerError
 
     fields: dict = {}

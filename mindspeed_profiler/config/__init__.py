@@ -8,7 +8,7 @@ every problem is reported together in one `ProfilerConfigError`.
     errors.py      ProfilerConfigError and the words messages share (ROOT_KEY, SECTIONS)
     checks.py      the field checkers and the limits they enforce
     schema.py      the typed, immutable config objects; each field declared once, with its checker
-    validate.py    sections, then cross-field rules (the system section's: system/config_rules.py)
+    validate.py    sections, then cross-field rules (the system section's: config/system_rules.py)
     containers.py  plain data from OmegaConf/Hydra containers; the block's one deep copy
     load.py        load_config, the one entry point, in one pass: read, layout detected once,
                    translated, overrides applied (each parsed once), validated

@@ -8,11 +8,12 @@ import re
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
-from mindspeed_profiler import stages as _stages, yaml_bounded
+from mindspeed_profiler.capture import stages as _stages
+from mindspeed_profiler.core import yaml_bounded
 from mindspeed_profiler.backends.registry import AUTO, backend_names
 from mindspeed_profiler.config.errors import BAD, Checker, Problems, describe, hint
-from mindspeed_profiler.fileio import unwritable  # noqa: F401 - validate and the system rules name it here too
-from mindspeed_profiler.formats import ROLE_RE
+from mindspeed_profiler.core.fileio import unwritable  # noqa: F401 - validate and the system rules name it here too
+from mindspeed_profiler.core.formats import ROLE_RE
 from mindspeed_profiler.system.backends import system_backend_names
 
 PROFILE_LEVELS = ("level_none", "level0", "level1", "level2")

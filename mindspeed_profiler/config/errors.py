@@ -4,7 +4,7 @@ from __future__ import annotations
 import difflib
 from typing import Any, Callable, Iterable, Sequence
 
-from mindspeed_profiler.formats import CONFIG_ROOT_KEY as ROOT_KEY
+from mindspeed_profiler.core.formats import CONFIG_ROOT_KEY as ROOT_KEY
 MISSING = "???"  # OmegaConf's mandatory-missing marker
 SECTIONS = ("integrated", "tracer", "system", "metrics")
 

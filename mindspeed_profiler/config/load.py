@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from mindspeed_profiler import yaml_bounded
+from mindspeed_profiler.core import yaml_bounded
 from mindspeed_profiler.config import dialects
 from mindspeed_profiler.config.containers import deep_copy, to_container
 from mindspeed_profiler.config.checks import MAX_OVERRIDE_DEPTH, path_problem
 from mindspeed_profiler.config.errors import ROOT_KEY, SECTIONS, ProfilerConfigError, describe
 from mindspeed_profiler.config.schema import INTEGRATED_FIELDS, ProfilerConfig
 from mindspeed_profiler.config.validate import validate
-from mindspeed_profiler.formats import RUN_ID_KEY
+from mindspeed_profiler.core.formats import RUN_ID_KEY
 
 # section names that a training YAML may use for something of its own at its top level
 GENERIC_SECTIONS = frozenset({"metrics"})

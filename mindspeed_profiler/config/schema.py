@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from mindspeed_profiler import stages as _stages
+from mindspeed_profiler.capture import stages as _stages
 from mindspeed_profiler.config.checks import (
     AIC_METRICS, DEFAULT_SAVE_PATH, EXPORT_TYPES, MAX_ITERATION, PROFILE_LEVELS, TRACER_SINKS, backend_choices,
     check_bool, check_choice, check_declared_stages, check_dir_path, check_env_map, check_int, check_number,
@@ -18,7 +18,7 @@ from mindspeed_profiler.config.checks import (
     check_step_list, check_str_list, check_worker_groups, rank_in, system_backend_choices,
 )
 from mindspeed_profiler.config.errors import ROOT_KEY, SECTIONS, Checker
-from mindspeed_profiler.formats import METRICS_DIR, RUN_ID_KEY, SYSTEM_DIR
+from mindspeed_profiler.core.formats import METRICS_DIR, RUN_ID_KEY, SYSTEM_DIR
 
 _CHECK = "check"  # metadata key: the field's checker
 _MINDSPEED = "mindspeed"  # metadata key: one of MindSpeed-RL's 15 `integrated` fields
@@ -91,7 +91,7 @@ class IntegratedConfig:
         """The iterations to capture as runs of consecutive ones, (first, last) inclusive: what the
         runtime uses, in constant memory however large the window (`profile_step_end: 10**9`)."""
         if self.profile_steps is not None:
-            from mindspeed_profiler.schedule import runs
+            from mindspeed_profiler.capture.schedule import runs
 
             return tuple(runs(self.profile_steps))
         return ((self.profile_step_start, self.profile_step_end - 1),)

@@ -1,21 +1,21 @@
 """Validation of a `profiler_config` mapping: each section's fields checked, then the cross-field
 rules; every problem reported together. It registers nothing: the stages a config declares
 (`register_stages`) count for its own `stage` while it is checked, and are registered once it is
-accepted. The system section's rules live with the system backends (system/config_rules.py)."""
+accepted. The system section's rules live with the system backends (config/system_rules.py)."""
 from __future__ import annotations
 
 import os
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from mindspeed_profiler import stages as _stages
+from mindspeed_profiler.capture import stages as _stages
 from mindspeed_profiler.config.checks import DEFAULT_SAVE_PATH, MAX_UNKNOWN_REPORTED, check_stage, unwritable
 from mindspeed_profiler.config.errors import BAD, MISSING, ROOT_KEY, SECTIONS, Problems, ProfilerConfigError, describe, hint
 from mindspeed_profiler.config.schema import (
     FIELD_ALIASES, SECTION_SCHEMAS, IntegratedConfig, MetricsConfig, ProfilerConfig, SystemConfig, TracerConfig,
 )
-from mindspeed_profiler.formats import METRICS_DIR, RUN_ID_KEY, RUN_ID_RE
-from mindspeed_profiler.system.config_rules import check_system
+from mindspeed_profiler.core.formats import METRICS_DIR, RUN_ID_KEY, RUN_ID_RE
+from mindspeed_profiler.config.system_rules import check_system
 
 def field_keys(raw: Mapping[str, Any], schema: Mapping[str, Any], path: str, problems: Problems,
                aliases: Mapping[str, str] = MappingProxyType({})) -> dict[str, Any]:

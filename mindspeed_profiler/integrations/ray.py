@@ -20,8 +20,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
-from mindspeed_profiler.profiler import IntegratedProfiler
-from mindspeed_profiler.ranks import resolve_rank
+from mindspeed_profiler.runtime.profiler import IntegratedProfiler
+from mindspeed_profiler.runtime.ranks import resolve_rank
 
 log = logging.getLogger("mindspeed_profiler")
 
@@ -141,8 +141,8 @@ def stop_profilers(actors: Sequence[Any], timeout_s: float = 300.0) -> list[dict
 
 def system_runtime_env(cfg: Any, group: str, rank: int, aliases: Sequence[str] = (), **kwargs: Any) -> dict[str, Any] | None:
     """The per-actor runtime_env that wraps rank `rank` of worker group `group` (or None: not
-    wrapped). `Worker.options(runtime_env=env).remote(...)`; see system/settings.py."""
-    from mindspeed_profiler.system.settings import worker_runtime_env
+    wrapped). `Worker.options(runtime_env=env).remote(...)`; see runtime/system_settings.py."""
+    from mindspeed_profiler.runtime.system_settings import worker_runtime_env
 
     return worker_runtime_env(cfg, group, rank, aliases=aliases, **kwargs)
 
@@ -274,7 +274,7 @@ class SystemCapture:
         return system_runtime_env(self.cfg, group, rank, aliases, **kwargs) if self.enabled else None
 
     def add(self, group: str, actors: Sequence[Any], aliases: Sequence[str] = ()) -> None:
-        from mindspeed_profiler.system.settings import wrapped
+        from mindspeed_profiler.runtime.system_settings import wrapped
 
         self.groups.setdefault(group, tuple(aliases))
         if self.enabled and wrapped(self.cfg, group, self.groups[group]):
@@ -301,9 +301,9 @@ class SystemCapture:
         return self.finished
 
     def _report(self) -> None:
-        from mindspeed_profiler._warn import warn_once
+        from mindspeed_profiler.core.warn import warn_once
         from mindspeed_profiler.system.record import failures, record_in_run
-        from mindspeed_profiler.system.settings import unmatched_groups
+        from mindspeed_profiler.runtime.system_settings import unmatched_groups
 
         workers = self.finished if self.finished is not None else [self.statuses[i] for i in sorted(self.statuses)]
         for line in failures(workers):

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
-from mindspeed_profiler import formats
+from mindspeed_profiler.core import formats
 
 FORWARD_FLOPS_PER_PARAM, TRAIN_FLOPS_PER_PARAM = formats.FORWARD_FLOPS_PER_PARAM, formats.TRAIN_FLOPS_PER_PARAM
 

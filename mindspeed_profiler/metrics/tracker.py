@@ -23,12 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mindspeed_profiler import formats
-from mindspeed_profiler._warn import new_scope, warn_once
-from mindspeed_profiler.fileio import open_append
+from mindspeed_profiler.core import formats
+from mindspeed_profiler.core.warn import new_scope, warn_once
+from mindspeed_profiler.core.fileio import open_append
 from mindspeed_profiler.metrics.peaks import peak_tflops
-from mindspeed_profiler.observers import ObservedProfiler, Observer
-from mindspeed_profiler.ranks import resolve_rank
+from mindspeed_profiler.capture.observers import ObservedProfiler, Observer
+from mindspeed_profiler.runtime.ranks import resolve_rank
 
 TRAIN_STAGE_WORDS, is_train_stage = formats.TRAIN_STAGE_WORDS, formats.is_train_stage   # the advisor reads the same
 GIB = 2**30

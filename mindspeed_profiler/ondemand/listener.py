@@ -21,9 +21,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from mindspeed_profiler import formats
-from mindspeed_profiler._warn import warn_once
-from mindspeed_profiler.observers import ObservedProfiler, Observer
+from mindspeed_profiler.core import formats
+from mindspeed_profiler.core.warn import warn_once
+from mindspeed_profiler.capture.observers import ObservedProfiler, Observer
 from mindspeed_profiler.ondemand import requests as rq
 from mindspeed_profiler.ondemand import transport as tp
 
@@ -68,8 +68,8 @@ class Listener(Observer):
     """One per listening IntegratedProfiler (`owner`), in its `observers`."""
 
     def __init__(self, owner: Profiler, full: Any, integ: Any, *, rank: int | None = None, world_size: int | None = None):
-        from mindspeed_profiler.manifest import resolve_run_id
-        from mindspeed_profiler.ranks import resolve_rank
+        from mindspeed_profiler.runtime.manifest import resolve_run_id
+        from mindspeed_profiler.runtime.ranks import resolve_rank
 
         self.owner = owner
         self.full = full
@@ -110,7 +110,7 @@ class Listener(Observer):
         """`profile: false` writes no run.json, and without start_run nobody else does: trigger and
         status would find no run here. Make it findable (manifest.claim_run: one run id for every
         rank), then report this worker at once, so that a rank starting later sees the run is live."""
-        from mindspeed_profiler.manifest import claim_run
+        from mindspeed_profiler.runtime.manifest import claim_run
         from mindspeed_profiler.ondemand.trigger import run_is_live
 
         try:
@@ -331,7 +331,7 @@ class Listener(Observer):
             fastest = min(steps)
         with self._lock:
             reqs = {rid: e.to_dict() for rid, e in self.entries.items()}
-        from mindspeed_profiler import stages
+        from mindspeed_profiler.capture import stages
 
         return {
             "schema": 1, "worker": self.key, "role": self.owner.role, "rank": self.rank, "run_id": self.run_id,

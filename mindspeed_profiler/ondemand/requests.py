@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
-from mindspeed_profiler.capture_options import FIELD_OF_KEYWORD
+from mindspeed_profiler.core.capture_options import FIELD_OF_KEYWORD
 
 SCHEMA = 1
 MAX_ITERATIONS = 1000  # one request records at most this many iterations: more is a mistake, not a capture

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from mindspeed_profiler import formats
-from mindspeed_profiler.fileio import UnsafeFile, read_regular_file, write_json_atomic
+from mindspeed_profiler.core import formats
+from mindspeed_profiler.core.fileio import UnsafeFile, read_regular_file, write_json_atomic
 from mindspeed_profiler.ondemand import states as state_shape
 
 REQUESTS_DIR = formats.REQUESTS_DIR

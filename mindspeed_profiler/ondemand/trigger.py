@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from mindspeed_profiler import formats
-from mindspeed_profiler.fileio import update_json, utc_now_iso
-from mindspeed_profiler.manifest import read_run_manifest
+from mindspeed_profiler.core import formats
+from mindspeed_profiler.core.fileio import update_json, utc_now_iso
+from mindspeed_profiler.runtime.manifest import read_run_manifest
 from mindspeed_profiler.ondemand import requests as rq
 from mindspeed_profiler.ondemand import states as state_shape
 from mindspeed_profiler.ondemand import transport as tp
@@ -132,7 +132,7 @@ def parse_iterations(text: str) -> tuple[int, int]:
 def check_fields(run_cfg: Mapping[str, Any] | None, fields: Mapping[str, Any], states: Mapping[str, Mapping[str, Any]]) -> None:
     """Validate the request's integrated fields on top of the job's, as a worker will (the
     workers' stage names, from their heartbeats, count as registered)."""
-    from mindspeed_profiler import stages
+    from mindspeed_profiler.capture import stages
     from mindspeed_profiler.config import ROOT_KEY, ProfilerConfigError, validate
 
     for st in states.values():

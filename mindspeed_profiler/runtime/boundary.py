@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from mindspeed_profiler._state import STATE
-from mindspeed_profiler.observers import ITERATION_LISTENERS
+from mindspeed_profiler.core.state import STATE
+from mindspeed_profiler.capture.observers import ITERATION_LISTENERS
 
 START = "started"   # the observers' method names
 STEP = "step"

@@ -12,15 +12,16 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from mindspeed_profiler import fileio, formats, session
-from mindspeed_profiler import stages as _stages
-from mindspeed_profiler._state import STATE
+from mindspeed_profiler.core import fileio, formats
+from mindspeed_profiler.runtime import session
+from mindspeed_profiler.capture import stages as _stages
+from mindspeed_profiler.core.state import STATE
 from mindspeed_profiler.backends import Backend, CaptureHandle, CaptureSpec, layout, select_backend
 from mindspeed_profiler.backends.honour import capture_options
 from mindspeed_profiler.backends.registry import AUTO, backend_class
-from mindspeed_profiler.manifest import capture_metadata
+from mindspeed_profiler.runtime.manifest import capture_metadata
 from mindspeed_profiler.runtime.spans import ScopedWarn, Spans
-from mindspeed_profiler.schedule import Plan
+from mindspeed_profiler.capture.schedule import Plan
 
 if TYPE_CHECKING:
     from mindspeed_profiler.config import IntegratedConfig
@@ -153,7 +154,7 @@ class Captures:
         wanted = self.cfg.profile_parallel_ranks
         if not wanted:
             return True
-        from mindspeed_profiler.integrations.megatron import parallel_layout, parallel_selected
+        from mindspeed_profiler.runtime.megatron import parallel_layout, parallel_selected
 
         lay = parallel_layout()
         if lay is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ContextManager, Protocol
 
-from mindspeed_profiler.observers import ObservedProfiler
+from mindspeed_profiler.capture.observers import ObservedProfiler
 
 if TYPE_CHECKING:
     from mindspeed_profiler.backends import Backend

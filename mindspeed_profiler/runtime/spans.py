@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Hashable
 
-from mindspeed_profiler._state import STATE
-from mindspeed_profiler._warn import new_scope, warn_once
+from mindspeed_profiler.core.state import STATE
+from mindspeed_profiler.core.warn import new_scope, warn_once
 
 
 class ScopedWarn:

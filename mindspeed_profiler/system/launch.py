@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, NoReturn, Sequence
 
-from mindspeed_profiler import formats
+from mindspeed_profiler.core import formats
 from mindspeed_profiler.system import supervise
 from mindspeed_profiler.system.backends import system_backend
 from mindspeed_profiler.system.regroup import regrouped

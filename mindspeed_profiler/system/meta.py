@@ -7,8 +7,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from mindspeed_profiler import formats
-from mindspeed_profiler.fileio import read_json_object, write_json_atomic
+from mindspeed_profiler.core import formats
+from mindspeed_profiler.core.fileio import read_json_object, write_json_atomic
 from mindspeed_profiler.system.spec import WorkerSpec
 
 

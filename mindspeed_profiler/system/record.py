@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from mindspeed_profiler import formats
-from mindspeed_profiler.fileio import update_json
+from mindspeed_profiler.core import formats
+from mindspeed_profiler.core.fileio import update_json
 
 RUN_KEY = "system"
 PROBLEM_STATUSES = ("unwrapped", "incomplete", "timeout", "missing")

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mindspeed_profiler import formats
+from mindspeed_profiler.core import formats
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ import sys
 import time
 from typing import IO, Any
 
-from mindspeed_profiler import formats
-from mindspeed_profiler.fileio import open_append
-from mindspeed_profiler.observers import ObservedProfiler, Observer, subscribe
+from mindspeed_profiler.core import formats
+from mindspeed_profiler.core.fileio import open_append
+from mindspeed_profiler.capture.observers import ObservedProfiler, Observer, subscribe
 from mindspeed_profiler.system.backends import STEPS_PROFILER_API, system_backend
 from mindspeed_profiler.system.spec import WorkerSpec, spec_from_env
 
@@ -113,7 +113,7 @@ class IterationFollower(Observer):
         try:
             mode, ok = getattr(PROFILER_RANGE, call)(), True
         except Exception as exc:
-            from mindspeed_profiler._warn import warn_once
+            from mindspeed_profiler.core.warn import warn_once
 
             mode, ok = f"failed: {type(exc).__name__}: {exc}", False
             warn_once(("system-range", call), "process-level capture: CUDA profiler %s failed at iteration %d "
@@ -143,7 +143,7 @@ class RecordWriter:
                 self._fh.write(json.dumps(header(self.spec)) + "\n")
             self._fh.write(json.dumps(record) + "\n")
         except Exception as exc:
-            from mindspeed_profiler._warn import warn_once
+            from mindspeed_profiler.core.warn import warn_once
 
             warn_once(("system-records", str(self.spec.iterations_path)), "process-level capture: cannot write %s "
                       "(training goes on; the capture's iteration records are lost): %s: %s",
@@ -211,7 +211,7 @@ def worker_status(_actor: Any = None) -> dict[str, Any]:
     if spec is None:
         return {}
     launched = launch_status()
-    if _FOLLOWER is None and "mindspeed_profiler.session" in sys.modules:
+    if _FOLLOWER is None and "mindspeed_profiler.runtime.session" in sys.modules:
         # the session follows from the first profiler start on (it used to at its import): a status
         # asked before then answers as that start will
         install()

@@ -15,12 +15,12 @@ import threading
 import time
 from typing import Any, Callable, Optional, Union
 
-from mindspeed_profiler._state import STATE
-from mindspeed_profiler import formats
-from mindspeed_profiler.manifest import resolve_run_id
-from mindspeed_profiler._warn import warn_once
-from mindspeed_profiler.tracing._metrics import refresh_switch
-from mindspeed_profiler.tracing._wrap import wrap_callable
+from mindspeed_profiler.core.state import STATE
+from mindspeed_profiler.core import formats
+from mindspeed_profiler.runtime.manifest import resolve_run_id
+from mindspeed_profiler.core.warn import warn_once
+from mindspeed_profiler.tracing.marker_metrics import refresh_switch
+from mindspeed_profiler.tracing.wrap import wrap_callable
 from mindspeed_profiler.tracing.recorder import Recorder
 from mindspeed_profiler.tracing.sinks import CollectorSink, FileSink
 
@@ -236,7 +236,7 @@ def init_tracer(cfg: Any = None, role: str = "driver", rank: int = 0) -> Optiona
         STATE.tracer = rec
         refresh_switch()
         _register_exit_hooks()
-        from mindspeed_profiler.signals import install_sigterm_handler
+        from mindspeed_profiler.runtime.signals import install_sigterm_handler
 
         install_sigterm_handler(shutdown_tracer, order=10)   # then flushes and closes the segment
         return rec
@@ -310,7 +310,7 @@ def merge_timeline(cfg: Any = None) -> Optional["os.PathLike"]:
     """After the run, on the driver: merge every process's segment into the timeline file the
     config asks for (`tracer.output_dir`, `tracer.gzip`). Returns its path, or None when the tracer
     is off. Raises FileNotFoundError when there are no segments."""
-    from mindspeed_profiler.analysis.merge import write_timeline
+    from mindspeed_profiler.analysis.timeline.merge import write_timeline
     from mindspeed_profiler.config import ProfilerConfig, load_config
 
     pc = cfg if isinstance(cfg, ProfilerConfig) else load_config(cfg, check_paths=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from mindspeed_profiler.fileio import open_append
+from mindspeed_profiler.core.fileio import open_append
 
 COLLECTOR_NAME = "mindspeed_profiler_trace_collector"
 

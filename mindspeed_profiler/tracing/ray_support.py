@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
-from mindspeed_profiler._state import STATE
-from mindspeed_profiler._warn import warn_once
+from mindspeed_profiler.core.state import STATE
+from mindspeed_profiler.core.warn import warn_once
 from mindspeed_profiler.tracing.clock import OffsetEstimate, measure_offset
 
 

@@ -15,8 +15,8 @@ import threading
 import time
 from typing import Any, Optional
 
-from mindspeed_profiler import formats
-from mindspeed_profiler._warn import warn_once
+from mindspeed_profiler.core import formats
+from mindspeed_profiler.core.warn import warn_once
 from mindspeed_profiler.config import TracerConfig
 from mindspeed_profiler.tracing import segment
 from mindspeed_profiler.tracing.clock import ClockAnchor, OffsetEstimate, take_anchor

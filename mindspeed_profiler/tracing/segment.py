@@ -21,8 +21,8 @@ from typing import Any, Optional
 
 import orjson
 
-from mindspeed_profiler import formats
-from mindspeed_profiler.jsonsafe import utf8 as _utf8   # lone surrogates as text: orjson readers refuse JSON's \udcff escape
+from mindspeed_profiler.core import formats
+from mindspeed_profiler.core.jsonsafe import utf8 as _utf8   # lone surrogates as text: orjson readers refuse JSON's \udcff escape
 
 
 def make_header(role: str, rank: int, wall_ns: int, mono_ns: int, extra: Optional[dict] = None) -> dict:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from mindspeed_profiler.fileio import open_append
+from mindspeed_profiler.core.fileio import open_append
 
 
 class FileSink:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..rows import Field, RowModel, each_capture, listed
-from ._rows import group_sum, top
+from mindspeed_profiler.analysis.models.rows import Field, RowModel, each_capture, listed
+from mindspeed_profiler.analysis.analyzers.grouping import group_sum, top
 from .classify import ClassifiedTrace
 
 

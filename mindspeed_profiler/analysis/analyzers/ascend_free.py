@@ -34,7 +34,7 @@ from decimal import Decimal
 from typing import Iterable, Sequence
 
 from ..parsing.numbers import integer
-from ..rows import Field, RowModel, each_capture, inside
+from mindspeed_profiler.analysis.models.rows import Field, RowModel, each_capture, inside
 
 DEFAULT_TOP_N = 10                      # the recipe's DEFAULT_TOP_NUM (recipe:44)
 DIFF_WAIT_THRESHOLD_NS = 50 * 1000      # the recipe's DIFF_WAIT_THRESHOLD_NS, 50 us (recipe:46)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import intervals
-from ..rows import Field, RowModel, block, each_capture
+from mindspeed_profiler.analysis.analyzers import intervals
+from mindspeed_profiler.analysis.models.rows import Field, RowModel, block, each_capture
 from .classify import ClassifiedTrace
 
 

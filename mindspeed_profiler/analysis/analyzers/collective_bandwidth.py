@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..rows import Field, RowModel, each_capture, listed
+from mindspeed_profiler.analysis.models.rows import Field, RowModel, each_capture, listed
 from .classify import ClassifiedTrace
-from .idle_causes import _last_by_corr
+from .idle_causes import last_by_corr
 
 LATENCY_BOUND_BYTES = 1 << 20     # 1 MiB: below it a collective is latency-bound (nccl-tests' curves flatten above)
 MAX_SIZES = 8                     # distinct sizes of one (collective, dtype, group) kept exact; more: power-of-two buckets
@@ -120,7 +120,7 @@ def _launched_kernels(ct: ClassifiedTrace, hosts: np.ndarray) -> dict[int, list[
     out: dict[int, list[int]] = {}
     if not len(kern) or not len(rt) or not len(hosts):
         return out
-    launch = _last_by_corr(ev.corr[rt], rt.astype(np.float64), ev.corr[kern])
+    launch = last_by_corr(ev.corr[rt], rt.astype(np.float64), ev.corr[kern])
     ok = ~np.isnan(launch)
     kern, launch = kern[ok], launch[ok].astype(np.int64)
     width = len(ev.tids) + 1

@@ -4,7 +4,7 @@ where each collective's time goes (transit vs waiting for the peers), and what e
 carried. Pure."""
 from __future__ import annotations
 
-from ._rows import top
+from mindspeed_profiler.analysis.analyzers.grouping import top
 
 
 def collective_totals(rows: list[dict]) -> list[dict]:

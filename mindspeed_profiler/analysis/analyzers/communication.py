@@ -9,8 +9,8 @@ import re
 
 import numpy as np
 
-from .. import intervals
-from ..rows import Field, RowModel, block, each_capture
+from mindspeed_profiler.analysis.analyzers import intervals
+from mindspeed_profiler.analysis.models.rows import Field, RowModel, block, each_capture
 
 # The family name as a word: not preceded by a letter; not followed by a lower-case letter (so
 # camel case such as ncclDevKernel and HcclAllReduce count, "ncclx" or "hcomb" do not).

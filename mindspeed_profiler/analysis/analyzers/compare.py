@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..outputs import TotalsReader
+from mindspeed_profiler.analysis.results.outputs import TotalsReader
 
 CAPTURE_KINDS = ("torch", "kineto", "ascend")
 

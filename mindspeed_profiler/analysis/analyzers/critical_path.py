@@ -11,7 +11,7 @@ that held the phase up.
 """
 from __future__ import annotations
 
-from ..rows import Field, RowModel
+from mindspeed_profiler.analysis.models.rows import Field, RowModel
 
 
 def critical_path(spans: list[dict], lo: float, hi: float) -> list[dict]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import statistics
 
-from ..rows import Field, RowModel, rank_number, worker_name
+from mindspeed_profiler.analysis.models.rows import Field, RowModel, rank_number, worker_name
 
 MIN_SAMPLES = 3
 NOISE_FACTOR = 2.0

@@ -25,7 +25,7 @@ import re
 
 import numpy as np
 
-from ..rows import Field, RowModel, block, each_capture, listed
+from mindspeed_profiler.analysis.models.rows import Field, RowModel, block, each_capture, listed
 from .classify import DEVICE_CATS, ClassifiedTrace
 
 CONSECUTIVE_KERNEL_DELAY_US = 30.0     # HTA's default (its docstring says ns; it compares trace us)
@@ -80,7 +80,7 @@ def _member(x: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return ids[np.minimum(np.searchsorted(ids, x), len(ids) - 1)] == x
 
 
-def _last_by_corr(corr: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+def last_by_corr(corr: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     """For each id of `wanted`, the value of the last event (in trace order) carrying it, NaN where
     none does (HTA's index_correlation keeps the last)."""
     out = np.full(len(wanted), np.nan)
@@ -114,7 +114,7 @@ def idle_causes(ct: ClassifiedTrace, delay_us: float = CONSECUTIVE_KERNEL_DELAY_
     if not len(idx):
         return []
     rt = np.flatnonzero(m["runtime"] & (ev.corr >= 0))
-    launch_ts = _last_by_corr(ev.corr[rt], ct.ts[rt], ev.corr[idx])
+    launch_ts = last_by_corr(ev.corr[rt], ct.ts[rt], ev.corr[idx])
     rows = []
     key = ev.pid[idx].astype(np.int64) * (len(ev.tids) + 1) + ev.tid[idx]
     for k in _unique(key):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..outputs import each_capture_totals
-from ..rows import Field, RowModel, each_capture, listed
-from ._rows import group_sum, top
+from mindspeed_profiler.analysis.results.outputs import each_capture_totals
+from mindspeed_profiler.analysis.models.rows import Field, RowModel, each_capture, listed
+from mindspeed_profiler.analysis.analyzers.grouping import group_sum, top
 from .classify import ClassifiedTrace
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import statistics
 
-from ..rows import Field, RowModel
+from mindspeed_profiler.analysis.models.rows import Field, RowModel
 
 TOTAL_OP = "Total Op Info"
 SLOW_RATIO = 0.5     # a link slower than half the median of its transport's links (same step, op)

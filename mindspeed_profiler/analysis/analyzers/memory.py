@@ -9,7 +9,7 @@ outside torch's own code (else its innermost frame).
 """
 from __future__ import annotations
 
-from ..rows import Field, RowModel, each_capture
+from mindspeed_profiler.analysis.models.rows import Field, RowModel, each_capture
 
 _INTERNAL = ("torch/", "<built-in", "nn.Module:", "<frozen")
 

@@ -33,10 +33,10 @@ from typing import Iterable
 
 import numpy as np
 
-from mindspeed_profiler.fileio import connect_readonly
+from mindspeed_profiler.core.fileio import connect_readonly
 
 from ..parsing.numbers import bad_cells, exact_int, note_bad
-from ..rows import Field, RowModel, each_capture, inside
+from mindspeed_profiler.analysis.models.rows import Field, RowModel, each_capture, inside
 from .classify import ANNOTATION_CATS, HOST_OP_CATS
 
 TOP_N = 10

@@ -12,9 +12,9 @@ from bisect import bisect_left
 
 import numpy as np
 
-from .. import intervals
+from mindspeed_profiler.analysis.analyzers import intervals
 from ..parsing.timeline_trace import timeline_spans
-from ..rows import Field, RowModel
+from mindspeed_profiler.analysis.models.rows import Field, RowModel
 from .critical_path import critical_path, path_text
 from .crossrank import spread
 

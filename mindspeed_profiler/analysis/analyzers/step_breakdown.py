@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import intervals
+from mindspeed_profiler.analysis.analyzers import intervals
 from ..parsing.ascend_files import step_label
 from ..parsing.ascend_tasks import LANE_PROCESS, LANES
-from ..rows import Field, RowModel, each_capture
+from mindspeed_profiler.analysis.models.rows import Field, RowModel, each_capture
 from .breakdown import BREAKDOWN
 from .classify import ClassifiedTrace
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import intervals
-from ..rows import Field, RowModel, each_capture, listed
+from mindspeed_profiler.analysis.analyzers import intervals
+from mindspeed_profiler.analysis.models.rows import Field, RowModel, each_capture, listed
 from .classify import ClassifiedTrace
 
 

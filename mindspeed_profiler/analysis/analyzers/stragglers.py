@@ -43,9 +43,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..rows import Field, RowModel, rank_number
+from mindspeed_profiler.analysis.models.rows import Field, RowModel, rank_number
 from .classify import ClassifiedTrace
-from .idle_causes import _last_by_corr, stream_number
+from .idle_causes import last_by_corr, stream_number
 from .slow_rank_vote import slow_rank_vote
 
 HTA_COMM_PREFIX = "ncclKernel"        # HTA: sym_table names that startswith("ncclKernel")
@@ -112,7 +112,7 @@ def rank_collectives(ct: ClassifiedTrace, rank: int) -> RankCollectives:
     d = np.flatnonzero(dev)
     d_corr = ev.corr[d]
     hc = np.flatnonzero(host & (ev.corr >= 0))
-    launch_step = _last_by_corr(ev.corr[hc], it[hc].astype(np.float64), d_corr)   # HTA keeps the last
+    launch_step = last_by_corr(ev.corr[hc], it[hc].astype(np.float64), d_corr)   # HTA keeps the last
     it[d] = np.where(np.isnan(launch_step) | (d_corr < 0), -1, np.nan_to_num(launch_step, nan=-1)).astype(np.int64)
 
     # HTA's _filter_irrelevant_gpu_kernels (two ProfilerStep names or more over all ranks, the
@@ -127,7 +127,7 @@ def rank_collectives(ct: ClassifiedTrace, rank: int) -> RankCollectives:
     kernels: list[dict] = []
     device_comm = np.flatnonzero(m["comm"] & counted)
     rt = np.flatnonzero(m["runtime"] & (ev.corr >= 0))
-    launch = _last_by_corr(ev.corr[rt], ts[rt], ev.corr[device_comm])   # its launch call's start (NaN: none)
+    launch = last_by_corr(ev.corr[rt], ts[rt], ev.corr[device_comm])   # its launch call's start (NaN: none)
     for i, la in zip(device_comm, launch):
         tid = ev.tids[int(ev.tid[i])]
         s = stream_number(tid)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mindspeed_profiler.formats import flops_per_token
-from mindspeed_profiler.jsonsafe import loads_lenient
+from mindspeed_profiler.core.formats import flops_per_token
+from mindspeed_profiler.core.jsonsafe import loads_lenient
 
 from ..parsing.numbers import finite_number
-from ..rows import Field, RowModel, each_capture, inside
+from mindspeed_profiler.analysis.models.rows import Field, RowModel, each_capture, inside
 
 MAX_ROWS = 100_000        # iterations read from one file (a run of that many iterations is rare; said when cut)
 MFU_PREFIX = "perf/mfu/"

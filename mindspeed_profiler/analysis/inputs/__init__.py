@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
-from mindspeed_profiler._registry import Registry
+from mindspeed_profiler.core.registry import Registry
 
 if TYPE_CHECKING:
-    from ..discover import Capture
+    from mindspeed_profiler.analysis.inputs.record import Capture
 
 BUILTIN_MODULES = (
     "mindspeed_profiler.analysis.inputs.ascend",

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from mindspeed_profiler import formats
+from mindspeed_profiler.core import formats
 
-from ..discover import Capture, keep_regular, not_a_regular_file, read_identity, rel
+from mindspeed_profiler.analysis.pipeline.discover import Capture, keep_regular, not_a_regular_file, read_identity, rel
 from ..parsing import ascend_raw
 from . import InputKind, register_input
 from .ascend_capture import AscendFiles, analyse_ascend

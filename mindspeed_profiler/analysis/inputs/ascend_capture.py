@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mindspeed_profiler import formats
+from mindspeed_profiler.core import formats
 
 from ..analyzers import ascend_free as af
 from ..analyzers import step_breakdown as sb

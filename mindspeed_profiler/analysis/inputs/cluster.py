@@ -10,11 +10,11 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from mindspeed_profiler import formats
+from mindspeed_profiler.core import formats
 
 from ..analyzers import collectives
 from ..analyzers.step_breakdown import finish_row
-from ..discover import Capture, not_a_regular_file, rel
+from mindspeed_profiler.analysis.pipeline.discover import Capture, not_a_regular_file, rel
 from ..parsing import ascend_comm
 from ..parsing.ascend_db import CLUSTER_TABLES, read_cluster_db
 from ..parsing.ascend_files import STEP_TRACE_DB_COLUMNS, read_step_trace_time, step_trace_rows

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..analyzers.stages import analyse_timeline
-from ..discover import Capture, not_a_regular_file, rel
+from mindspeed_profiler.analysis.pipeline.discover import Capture, not_a_regular_file, rel
 from ..parsing.rlinf_trace import RLINF_TRACE_FILE, looks_like_rlinf, read_rlinf_events, to_timeline
 from . import InputKind, register_input
 

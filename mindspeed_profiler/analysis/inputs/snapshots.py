@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..analyzers.memory import memory_summary
-from ..discover import rel
+from mindspeed_profiler.analysis.pipeline.discover import rel
 from ..parsing.memory_snapshot import read_memory_snapshot
 
 

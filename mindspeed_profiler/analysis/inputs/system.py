@@ -15,14 +15,14 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from mindspeed_profiler import formats
+from mindspeed_profiler.core import formats
 
 from ..analyzers.pyspy_frames import clip, frame_times, stage_frame_times
-from ..discover import Capture, rel, walk
+from mindspeed_profiler.analysis.pipeline.discover import Capture, rel, walk
 from ..parsing.pyspy import PySpyTrace, read_pyspy
 from ..parsing.system_files import SystemWorker, is_system_dir, read_system_dir
 from ..parsing.vendor_stats import MSPROF_ANALYZE, NSYS, msprof_analyze, needs, nsys_stats
-from ..system_align import alignment_for, find_process, pyspy_anchor, stage_spans, timeline_candidates
+from mindspeed_profiler.analysis.timeline.system_align import alignment_for, find_process, pyspy_anchor, stage_spans, timeline_candidates
 from . import InputKind, register_input
 
 # backend -> the tool that reads its report here (None: read by us; "" : nothing reads it)
@@ -116,7 +116,7 @@ def _listing(report: Path) -> list[str]:
 def _timeline(system_dir: Path, run_id: str | None, cache: dict) -> dict | None:
     """The run's merged timeline (this run's own file first), or merged now from its segments."""
     if run_id not in cache:
-        from ..merge import build_timeline, read_timeline_file
+        from mindspeed_profiler.analysis.timeline.merge import build_timeline, read_timeline_file
 
         where, files = timeline_candidates(system_dir, run_id)
         try:

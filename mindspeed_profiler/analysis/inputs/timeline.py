@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mindspeed_profiler import formats
+from mindspeed_profiler.core import formats
 
 from ..analyzers.stages import analyse_timeline, stage_spans
-from ..discover import Capture, not_a_regular_file, rel
+from mindspeed_profiler.analysis.pipeline.discover import Capture, not_a_regular_file, rel
 from ..parsing.timeline_trace import read_timeline_runs
 from . import InputKind, register_input
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mindspeed_profiler import formats
+from mindspeed_profiler.core import formats
 
 from ..analyzers.tracker_metrics import read_tracker_file
-from ..discover import Capture, not_a_regular_file, rel
+from mindspeed_profiler.analysis.pipeline.discover import Capture, not_a_regular_file, rel
 from . import InputKind, register_input
 
 

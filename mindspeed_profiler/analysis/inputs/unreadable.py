@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..discover import UNREADABLE, Capture
+from mindspeed_profiler.analysis.pipeline.discover import UNREADABLE, Capture
 from . import InputKind, register_input
 
 

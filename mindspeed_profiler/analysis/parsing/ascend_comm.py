@@ -22,7 +22,7 @@ from pathlib import Path
 
 import orjson
 
-from mindspeed_profiler.fileio import connect_readonly
+from mindspeed_profiler.core.fileio import connect_readonly
 
 from .ascend_files import step_label
 from .numbers import INT64, real, real_or

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mindspeed_profiler.fileio import connect_readonly
+from mindspeed_profiler.core.fileio import connect_readonly
 
 from .ascend_files import KernelDetails
 from .ascend_tasks import ASCEND_HARDWARE, COPY_TASKS, HCCL_PROCESS, LANE_PROCESS, LANES, PYTORCH_API_CATS

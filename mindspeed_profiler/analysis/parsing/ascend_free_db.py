@@ -20,7 +20,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from mindspeed_profiler.fileio import connect_readonly
+from mindspeed_profiler.core.fileio import connect_readonly
 
 from .numbers import integer
 

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import orjson
 
-from mindspeed_profiler import formats
+from mindspeed_profiler.core import formats
 
 from .numbers import integer, shown
 
 # any suffix: one that is not a rank ("²", "①") is a warning, the file's rank_id still read
 PROFILER_INFO_RE = re.compile(r"^profiler_info(?:_([^.]+))?\.json$")
-# parallel_group_info group names -> our layout dimensions (integrations/megatron.py's keys)
+# parallel_group_info group names -> our layout dimensions (runtime/megatron.py's keys)
 GROUP_DIMS = {"tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep", "exp": "ep", "dp_cp": "dp_cp"}
 _ARG_DIMS = {"tensor_model_parallel_size": "tp", "pipeline_model_parallel_size": "pp", "data_parallel_size": "dp",
              "context_parallel_size": "cp", "expert_model_parallel_size": "ep"}
@@ -34,7 +34,7 @@ MAX_META_BYTES = 16 << 20   # these files are a few KB; a bigger one is not torc
 class AscendIdentity:
     rank: int | None = None
     world_size: int | None = None
-    parallel: dict | None = None        # {"tp": [rank in group, size], "pp": ..., ...} (integrations/megatron.py's shape)
+    parallel: dict | None = None        # {"tp": [rank in group, size], "pp": ..., ...} (runtime/megatron.py's shape)
     groups: list[dict] = field(default_factory=list)   # [{"name", "rank", "ranks"}] from parallel_group_info
     level: str | None = None
     export_type: str | None = None

@@ -19,8 +19,8 @@ from typing import Callable, Iterator, Protocol
 import numpy as np
 import orjson
 
-from mindspeed_profiler.fileio import open_regular
-from mindspeed_profiler.jsonsafe import loads_lenient
+from mindspeed_profiler.core.fileio import open_regular
+from mindspeed_profiler.core.jsonsafe import loads_lenient
 
 # Streaming is not only for memory: parsing ~256 KB batches and building columns from them while
 # the fresh dicts are still in the CPU cache is ~2x faster than one orjson.loads of the whole

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mindspeed_profiler import formats
+from mindspeed_profiler.core import formats
 
 from . import jsonscan, split_parse, typed_events
 from .events import Events

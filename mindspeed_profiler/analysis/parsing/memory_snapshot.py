@@ -7,7 +7,7 @@ import io
 import pickle
 from pathlib import Path
 
-from mindspeed_profiler.fileio import read_regular_file
+from mindspeed_profiler.core.fileio import read_regular_file
 
 
 class _PlainUnpickler(pickle.Unpickler):

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import orjson
 
-from mindspeed_profiler.fileio import read_regular_file
+from mindspeed_profiler.core.fileio import read_regular_file
 
 
 @dataclass

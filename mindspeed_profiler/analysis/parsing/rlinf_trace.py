@@ -19,7 +19,7 @@ from pathlib import Path
 
 import orjson
 
-from mindspeed_profiler import formats
+from mindspeed_profiler.core import formats
 
 RLINF_TRACE_FILE = "trace_events.jsonl"
 RUNNER_CAT = "runner"

@@ -8,8 +8,8 @@ from typing import Any, Iterator, Optional
 
 import orjson
 
-from mindspeed_profiler import formats
-from mindspeed_profiler.fileio import open_regular
+from mindspeed_profiler.core import formats
+from mindspeed_profiler.core.fileio import open_regular
 
 
 @dataclass

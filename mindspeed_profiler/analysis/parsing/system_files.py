@@ -9,8 +9,8 @@ from pathlib import Path
 
 import orjson
 
-from mindspeed_profiler import formats
-from mindspeed_profiler.fileio import read_regular_file
+from mindspeed_profiler.core import formats
+from mindspeed_profiler.core.fileio import read_regular_file
 
 from .numbers import int_or
 

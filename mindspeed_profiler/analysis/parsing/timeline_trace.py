@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mindspeed_profiler import formats
+from mindspeed_profiler.core import formats
 
 from . import jsonscan
 
@@ -21,7 +21,7 @@ def read_timeline_runs(where: Path, files: list[Path]) -> list[tuple[str | None,
         other = rest.get("otherData") if isinstance(rest.get("otherData"), dict) else {}
         rid = other.get(formats.RUN_ID_KEY)
         return [(rid if isinstance(rid, str) else None, rest)]
-    from ..merge import build_timeline, read_segments
+    from mindspeed_profiler.analysis.timeline.merge import build_timeline, read_segments
 
     segs = read_segments(str(where))
     return [(rid, build_timeline(str(where), rid, segs)) for rid in segs.runs()]

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from mindspeed_profiler import formats
+from mindspeed_profiler.core import formats
 
 from .numbers import real_or
 

@@ -1,5 +1,5 @@
 """The registry of marker kinds: name -> MarkerKind, the implementations the mstx helpers
-(mindspeed_profiler/mstx.py) dispatch to. Capture backends name the kinds they want
+(mindspeed_profiler/runtime/mstx.py) dispatch to. Capture backends name the kinds they want
 (`Backend.device_markers` / `capture_markers` / `stage_marker`).
 
 A new kind is one module defining its implementation (start / end / mark, the `Markers` protocol)
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from mindspeed_profiler._registry import Registry
+from mindspeed_profiler.core.registry import Registry
 
 DEFAULT_DOMAIN = "default"  # the domain of a marker that names none (mstx.DEFAULT_DOMAIN)
 

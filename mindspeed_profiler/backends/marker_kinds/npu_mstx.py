@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from mindspeed_profiler._warn import warn_once
+from mindspeed_profiler.core.warn import warn_once
 from mindspeed_profiler.backends.marker_kinds import DEFAULT_DOMAIN, MarkerKind, register_marker_kind
 
 

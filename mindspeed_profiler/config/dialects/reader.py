@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from mindspeed_profiler import yaml_bounded
+from mindspeed_profiler.core import yaml_bounded
 from mindspeed_profiler.config.errors import ProfilerConfigError
 from mindspeed_profiler.config.schema import SECTION_SCHEMAS
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from mindspeed_profiler import stages as _stages
-from mindspeed_profiler.capture_options import fields_of_words
+from mindspeed_profiler.capture import stages as _stages
+from mindspeed_profiler.core.capture_options import fields_of_words
 from mindspeed_profiler.config.dialects.reader import ABSENT, STAGES_KEY, Note, Reader, Translation, is_mapping
 from mindspeed_profiler.config.errors import SECTIONS, describe, hint
 

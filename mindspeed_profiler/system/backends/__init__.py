@@ -7,7 +7,7 @@ before the worker's interpreter starts).
 """
 from __future__ import annotations
 
-from mindspeed_profiler._registry import Registry
+from mindspeed_profiler.core.registry import Registry
 from mindspeed_profiler.system.backends.base import STEPS_CUT, STEPS_PROFILER_API, SystemBackend
 
 BUILTIN_MODULES = (
@@ -25,7 +25,7 @@ __all__ = ["SystemBackend", "STEPS_CUT", "STEPS_PROFILER_API", "register_system_
 
 def register_system_backend(cls: type[SystemBackend]) -> type[SystemBackend]:
     """Class decorator: `system.backend: <cls.name>` selects it (the registry holds one instance)."""
-    from mindspeed_profiler.formats import SYSTEM_REPORTS
+    from mindspeed_profiler.core.formats import SYSTEM_REPORTS
 
     for attr in ("name", "tool", "title", "fields"):
         if getattr(cls, attr, None) is None:
