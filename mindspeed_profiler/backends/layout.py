@@ -13,7 +13,10 @@ import time
 from pathlib import Path
 
 from mindspeed_profiler.core import formats
-from mindspeed_profiler.core.fileio import utc_now_iso, write_json_atomic  # noqa: F401 - their old home, still importable
+from mindspeed_profiler.core.fileio import (  # noqa: F401 - their old home, still importable
+    utc_now_iso,
+    write_json_atomic,
+)
 # re-exported: documented here since the first release (docs/profiling.md)
 from mindspeed_profiler.core.formats import (  # noqa: F401
     ALL_DIR,

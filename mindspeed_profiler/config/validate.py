@@ -10,7 +10,16 @@ from typing import Any, Mapping
 
 from mindspeed_profiler.capture import stages as _stages
 from mindspeed_profiler.config.checks import DEFAULT_SAVE_PATH, MAX_UNKNOWN_REPORTED, check_stage, unwritable
-from mindspeed_profiler.config.errors import BAD, MISSING, ROOT_KEY, SECTIONS, Problems, ProfilerConfigError, describe, hint
+from mindspeed_profiler.config.errors import (
+    BAD,
+    MISSING,
+    ROOT_KEY,
+    SECTIONS,
+    Problems,
+    ProfilerConfigError,
+    describe,
+    hint,
+)
 from mindspeed_profiler.config.schema import (
     FIELD_ALIASES, SECTION_SCHEMAS, IntegratedConfig, MetricsConfig, ProfilerConfig, SystemConfig, TracerConfig,
 )

@@ -2,7 +2,12 @@
 and None semantics, running on mindspeed-profiler. Porting a MindSpeed-RL worker is one import line:
 
     # from mindspeed_rl.utils.utils import get_grpo_profiler, profiler_start, profiler_step, mstx_timer_decorator
-    from mindspeed_profiler.integrations.mindspeed_rl import get_grpo_profiler, profiler_start, profiler_step, mstx_timer_decorator
+    from mindspeed_profiler.integrations.mindspeed_rl import (
+        get_grpo_profiler,
+        profiler_start,
+        profiler_step,
+        mstx_timer_decorator,
+    )
 
 What they accept as `profiler_config`: None (profiling off), MindSpeed-RL's own `ProfilerConfig`
 (any object with its attributes: `role`, `profile`, `stage`, `profile_step_start`, ...), a plain dict

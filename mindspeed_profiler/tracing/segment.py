@@ -22,7 +22,9 @@ from typing import Any, Optional
 import orjson
 
 from mindspeed_profiler.core import formats
-from mindspeed_profiler.core.jsonsafe import utf8 as _utf8   # lone surrogates as text: orjson readers refuse JSON's \udcff escape
+from mindspeed_profiler.core.jsonsafe import (  # lone surrogates as text: orjson readers refuse JSON's \udcff escape
+    utf8 as _utf8,
+)
 
 
 def make_header(role: str, rank: int, wall_ns: int, mono_ns: int, extra: Optional[dict] = None) -> dict:

@@ -11,7 +11,14 @@ from mindspeed_profiler.core import formats
 
 from ..analyzers.memory_peaks import kineto_trace_memory, table_memory, with_capacity
 from ..analyzers.trace_summary import summarise
-from mindspeed_profiler.analysis.pipeline.discover import Capture, keep_regular, not_a_regular_file, read_identity, rel, walk
+from mindspeed_profiler.analysis.pipeline.discover import (
+    Capture,
+    keep_regular,
+    not_a_regular_file,
+    read_identity,
+    rel,
+    walk,
+)
 from ..parsing import jsonscan
 from ..parsing.kineto_trace import event_columns, read_kineto_trace
 from . import InputKind, register_input

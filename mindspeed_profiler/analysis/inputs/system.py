@@ -22,7 +22,13 @@ from mindspeed_profiler.analysis.pipeline.discover import Capture, rel, walk
 from ..parsing.pyspy import PySpyTrace, read_pyspy
 from ..parsing.system_files import SystemWorker, is_system_dir, read_system_dir
 from ..parsing.vendor_stats import MSPROF_ANALYZE, NSYS, msprof_analyze, needs, nsys_stats
-from mindspeed_profiler.analysis.timeline.system_align import alignment_for, find_process, pyspy_anchor, stage_spans, timeline_candidates
+from mindspeed_profiler.analysis.timeline.system_align import (
+    alignment_for,
+    find_process,
+    pyspy_anchor,
+    stage_spans,
+    timeline_candidates,
+)
 from . import InputKind, register_input
 
 # backend -> the tool that reads its report here (None: read by us; "" : nothing reads it)

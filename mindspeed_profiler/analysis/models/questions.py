@@ -22,7 +22,11 @@ from mindspeed_profiler.analysis.analyzers.idle_causes import IDLE_CAUSES, KERNE
 from mindspeed_profiler.analysis.analyzers.kernels import KERNEL_TOTALS, KERNELS
 from mindspeed_profiler.analysis.analyzers.links import LINKS
 from mindspeed_profiler.analysis.analyzers.memory import MEMORY_PEAKS, MEMORY_SITES, NPU_MEMORY
-from mindspeed_profiler.analysis.analyzers.memory_peaks import MEMORY_RECORD_OPS, MEMORY_RECORD_PEAKS, MEMORY_STAGE_PEAKS
+from mindspeed_profiler.analysis.analyzers.memory_peaks import (
+    MEMORY_RECORD_OPS,
+    MEMORY_RECORD_PEAKS,
+    MEMORY_STAGE_PEAKS,
+)
 from mindspeed_profiler.analysis.analyzers.ops import OP_TOTALS, OPS
 from mindspeed_profiler.analysis.analyzers.stages import ITERATIONS, SPANS, STAGE_WORKER, TIMELINE_IDLE, TIMELINE_STAGES
 from mindspeed_profiler.analysis.analyzers.step_breakdown import STEP_BREAKDOWN

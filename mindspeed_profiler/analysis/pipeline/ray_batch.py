@@ -30,7 +30,14 @@ from typing import Callable
 
 from mindspeed_profiler.core import formats
 
-from mindspeed_profiler.analysis.pipeline.collect import UNPARSED, Collected, CollectOptions, ProgressBar, run_in_process, select_run
+from mindspeed_profiler.analysis.pipeline.collect import (
+    UNPARSED,
+    Collected,
+    CollectOptions,
+    ProgressBar,
+    run_in_process,
+    select_run,
+)
 from mindspeed_profiler.analysis.pipeline.discover import Capture
 from mindspeed_profiler.analysis.inputs import input_kinds
 from mindspeed_profiler.analysis.pipeline.pool import failed_result

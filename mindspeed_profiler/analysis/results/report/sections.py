@@ -16,8 +16,22 @@ from mindspeed_profiler.analysis.models.display import capture_label as label, f
 from mindspeed_profiler.analysis.models.rows import rank_number
 from mindspeed_profiler.analysis.models.summary_fields import CAPTURE_BLOCKS, SUMMARY, TIMELINE
 from mindspeed_profiler.analysis.results.report.fmt import ms
-from mindspeed_profiler.analysis.results.report.svg import PALETTE, Chart, HeatCell, heat_map, iteration_plot, stacked_bars
-from mindspeed_profiler.analysis.results.report.timeline_svg import gantt_layout, iteration_bars, overview, stage_colors, stage_order, zoom
+from mindspeed_profiler.analysis.results.report.svg import (
+    PALETTE,
+    Chart,
+    HeatCell,
+    heat_map,
+    iteration_plot,
+    stacked_bars,
+)
+from mindspeed_profiler.analysis.results.report.timeline_svg import (
+    gantt_layout,
+    iteration_bars,
+    overview,
+    stage_colors,
+    stage_order,
+    zoom,
+)
 
 MAX_ITERATION_ROWS = 300   # iterations listed in the report's tables (a week-long run has thousands)
 SCALE_CAPTURES = 64        # above this many trace captures: a rank x stage heat map and the outliers, no row per capture

@@ -10,7 +10,17 @@ from typing import Callable
 from markupsafe import Markup
 
 from mindspeed_profiler.analysis.results.report.fmt import ms
-from mindspeed_profiler.analysis.results.report.svg import PALETTE, Chart, axis, fit_left, join, label_width, row_label, stacked_bars, tag
+from mindspeed_profiler.analysis.results.report.svg import (
+    PALETTE,
+    Chart,
+    axis,
+    fit_left,
+    join,
+    label_width,
+    row_label,
+    stacked_bars,
+    tag,
+)
 
 GANTT_WIDTH = 1300
 GANTT_LEFT, GANTT_ROW = 150, 22   # Gantt: worker label column (at least; wider for long names) and row height (px)
