@@ -18,6 +18,7 @@ Why this order:
 """
 from __future__ import annotations
 
+from time import perf_counter
 from typing import Any, Callable
 
 from mindspeed_profiler.core.state import STATE
@@ -28,9 +29,9 @@ STEP = "step"
 STOP = "stopped"
 
 ORDER: dict[str, tuple[str, ...]] = {
-    START: ("tell_listeners", "begin_captures", "tell_observers", "begin_iteration"),
+    START: ("tell_listeners", "begin_captures", "tell_observers", "begin_iteration", "open_iteration_span"),
     STEP: ("tell_listeners", "end_iteration", "close_iteration_span", "step_captures", "advance", "next_window",
-           "tell_observers", "begin_iteration"),
+           "tell_observers", "begin_iteration", "open_iteration_span"),
     STOP: ("tell_listeners", "end_iteration", "tell_observers", "close_iteration_span", "stop_captures"),
 }
 # the actions an enabled profiler only has
@@ -48,6 +49,7 @@ GUARDS = {
     "tell_listeners": "listeners",
     "tell_observers": "self.observers",
     "close_iteration_span": "self._iter_span is not None",
+    "open_iteration_span": "STATE.tracer is not None and self._iteration_spans",
     "step_captures": "self.capturing.continuous is not None or self.capturing.stage_calls",
     "next_window": "self.capturing.continuous is None and self.plan.continuous",
     # a stage scope's entry (`self.p`: its profiler)
@@ -63,6 +65,16 @@ GUARDS = {
 }
 
 
+# the actions that are one assignment or two: written here as the statement itself, not as a
+# method, since a Python call costs more than the work (an idle step() is these three and the
+# guards: docs/perf_profiler.md)
+INLINE = {
+    "end_iteration": "self._iter_ended = perf_counter(); self._step_counts = self._given_counts",
+    "advance": "self._iteration += 1; STATE.iteration = self._iteration",
+    "begin_iteration": "self.iteration_busy = False; self._step_counts = {}; self._iter_began = perf_counter()",
+}
+
+
 def sequence(cls: type, names: tuple[str, ...], arg: str | None = None, param: str | None = None,
              result: str = "None") -> Callable[..., Any]:
     """One function `run(self[, param])` calling `self._<name>(arg)` for each name in order (`arg`: a
@@ -70,17 +82,17 @@ def sequence(cls: type, names: tuple[str, ...], arg: str | None = None, param: s
     returning `result`. Generated once per class and row: the same code as written by hand,
     without a loop or a call per idle action on the hot path."""
     for name in names:
-        if not callable(getattr(cls, "_" + name, None)):
+        if name not in INLINE and not callable(getattr(cls, "_" + name, None)):
             raise TypeError(f"{cls.__name__} has no action _{name} (runtime/boundary.py)")
     lines = [f"def run(self{', ' + param if param else ''}):"]
     for name in names:
-        call = f"self._{name}({arg or ''})"
+        call = INLINE.get(name) or f"self._{name}({arg or ''})"
         guard = GUARDS.get(name)
         lines.append(f"    if {guard}: {call}" if guard else f"    {call}")
     lines.append(f"    return {result}")
     namespace: dict[str, Any] = {}
     exec(compile("\n".join(lines), f"<runtime.boundary {cls.__name__}>", "exec"),  # noqa: S102
-         {"listeners": ITERATION_LISTENERS, "STATE": STATE}, namespace)
+         {"listeners": ITERATION_LISTENERS, "STATE": STATE, "perf_counter": perf_counter}, namespace)
     return namespace["run"]
 
 

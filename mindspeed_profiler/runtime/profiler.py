@@ -273,19 +273,11 @@ class IntegratedProfiler:
     def _step_captures(self, at: str) -> None:
         self.capturing.step(self._iteration)
 
-    def _advance(self, at: str) -> None:
-        self._iteration += 1
-        STATE.iteration = self._iteration
-
     def _next_window(self, at: str) -> None:
         self.capturing.next_window(self._iteration)
 
     def _stop_captures(self, at: str) -> None:
         self.capturing.stop(self._iteration)
-
-    def _end_iteration(self, at: str) -> None:
-        self._iter_ended = time.perf_counter()
-        self._step_counts = self._given_counts
 
     def _close_iteration_span(self, at: str) -> None:
         span, self._iter_span = self._iter_span, None
@@ -295,12 +287,8 @@ class IntegratedProfiler:
             span.done = True  # the tracer's Span drops a span marked done
         self.spans.exit(span)
 
-    def _begin_iteration(self, at: str) -> None:
-        self.iteration_busy = False
-        self._step_counts = {}
-        self._iter_began = time.perf_counter()
-        if STATE.tracer is not None and self._iteration_spans:
-            self._iter_span = self.spans.enter(formats.SPAN_ITERATION, formats.CAT_ITERATION, {"iteration": self._iteration})
+    def _open_iteration_span(self, at: str) -> None:
+        self._iter_span = self.spans.enter(formats.SPAN_ITERATION, formats.CAT_ITERATION, {"iteration": self._iteration})
 
     def forget_after_fork(self) -> None:
         """In a process forked from the one running this profiler (session.py): its captures and
