@@ -268,6 +268,23 @@ def metrics_file_name(role: str, rank: int) -> str:
     return f"{role}_rank{rank}{METRICS_SUFFIX}"
 
 
+# ---------------------------------------------------------------------------------- rollout samples
+# one worker's per-sample records of its generation stages (record_samples; docs/rollout.md)
+
+SAMPLES_DIR = "samples"
+SAMPLES_SUFFIX = ".jsonl"
+SAMPLES_SCHEMA = 1
+SAMPLE_BATCH = "batch"      # the line each record_samples() call writes first
+SAMPLE_RECORD = "sample"    # one line per sample
+MAX_SAMPLES_PER_ITERATION = 65536   # per worker and iteration; the rest are counted in the batch line's `dropped`
+SAMPLES_FILE_RE = re.compile(r"^(?P<role>[A-Za-z0-9][A-Za-z0-9_.\-]*?)_rank(?P<rank>\d+)" + re.escape(SAMPLES_SUFFIX) + "$")
+
+
+def samples_file_name(role: str, rank: int) -> str:
+    """`<role>_rank<R>.jsonl`: one worker's per-sample records, under `<save_path>/samples/`."""
+    return f"{role}_rank{rank}{SAMPLES_SUFFIX}"
+
+
 TRAIN_STAGE_WORDS = ("update", "train")   # a stage named with one of these runs forward + backward: 6 N per token
 
 
