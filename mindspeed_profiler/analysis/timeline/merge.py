@@ -6,7 +6,8 @@ apart from reading the segments (and holds the whole timeline); `write_timeline(
 `merge_timeline_dir(dir)` stream: each segment is read once and its events spilled sorted to a
 temporary file (timeline_spill.py), then a k-way merge writes `timeline.json` (or `.json.gz`) and
 `timeline.pftrace` next to them, atomically, in bounded memory (timeline_stream.py). Both give the
-same JSON. Partial data is fine: a process that crashed contributes what it flushed, a truncated
+same JSON. The py-spy frames (system_tracks.py) and each generating worker's samples
+(sample_tracks.py) follow the spans. Partial data is fine: a process that crashed contributes what it flushed, a truncated
 last line is skipped and reported in `otherData.warnings`; `Cut` keeps a time window and / or the
 first N events, and says what it dropped.
 
@@ -38,6 +39,7 @@ from mindspeed_profiler.core.fileio import atomic_path, read_json_object, write_
 from mindspeed_profiler.core import formats
 from mindspeed_profiler.analysis.parsing import segments as segment
 from mindspeed_profiler.analysis.timeline.pftrace import PftraceWriter, write_tail
+from mindspeed_profiler.analysis.timeline.sample_tracks import add_sample_tracks, samples_dir_of
 from mindspeed_profiler.analysis.timeline.system_tracks import add_system_tracks, system_dir_of
 from mindspeed_profiler.analysis.parsing.rlinf_trace import RLINF_TRACE_FILE, combine, read_rlinf_events, to_timeline
 from mindspeed_profiler.analysis.timeline.spill import scan_segments
@@ -189,6 +191,7 @@ def _write_streamed(directory: pathlib.Path, name: str, plan: TimelinePlan, rlin
         if rlinf is not None:
             trace = combine(trace, rlinf)
         add_system_tracks(trace, system_dir_of(directory))  # py-spy frames of this run's wrapped workers
+        add_sample_tracks(trace, samples_dir_of(directory))  # each generating worker's samples (sample_tracks.py)
         tail = trace["traceEvents"][n_meta:]
         n_body = max(0, body.tell() - 1)
         if n_body > BROWSER_MAX_BYTES:

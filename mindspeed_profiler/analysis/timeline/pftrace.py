@@ -577,10 +577,15 @@ def write_tail(writer: PftraceWriter, events: Iterable[dict]) -> None:
             writer.thread_name.setdefault((e.get("pid"), e.get("tid")), str(e.get("args", {}).get("name")))
         elif e.get("ph") == "M" and e.get("name") == "process_name":
             writer.process_info.setdefault(e.get("pid"), {"name": str(e.get("args", {}).get("name"))})
-    spans = [e for e in events if e.get("ph") in ("X", "i") and isinstance(e.get("pid"), int)
+    spans = [e for e in events if e.get("ph") in ("X", "i", "C") and isinstance(e.get("pid"), int)
              and isinstance(e.get("tid"), int) and isinstance(e.get("ts"), (int, float))]
     spans.sort(key=lambda e: (e["ts"], -(e.get("dur") or 0)))
     for e in spans:
+        if e["ph"] == "C":   # one counter track per arg, "<name> <arg>" as Perfetto's JSON import names it
+            for k, v in (e["args"] if isinstance(e.get("args"), dict) else {}).items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    writer.counter(e["pid"], f"{e.get('name')} {k}", "", max(0, round(e["ts"] * 1000)), v)
+            continue
         dur = round(float(e.get("dur") or 0) * 1000) if e["ph"] == "X" else None
         writer.slice(e["pid"], e["tid"], round(e["ts"] * 1000), dur, str(e.get("name")), str(e.get("cat", "")),
                      e.get("args") if isinstance(e.get("args"), dict) else {})
