@@ -248,8 +248,9 @@ def _add_stage(events: list, w: _Worker, stage: str, group: list[Sample], over_c
             _sample_events(events, s, w.pid, tid0 + lane, shift)
     hidden = [lane_of.get(id(s)) is None for s in group]
     points = thin(running_counts([(s.start_ns, s.end_ns) for s in group], hidden), MAX_COUNTER_POINTS)
+    some_hidden = any(hidden)
     for t, running, not_drawn in points:
-        args = {"running": running, "not drawn": not_drawn} if any(hidden) else {"running": running}
+        args = {"running": running, "not drawn": not_drawn} if some_hidden else {"running": running}
         events.append({"ph": "C", "name": track, "pid": w.pid, "tid": 0, "ts": (t + shift) / 1000.0, "args": args})
     return {"worker": w.name, "pid": w.pid, "stage": stage, "samples": len(group), "drawn": drawn, "lanes": len(used),
             "over_cap": len(group) - len(candidates), "over_lanes": len(candidates) - drawn,
