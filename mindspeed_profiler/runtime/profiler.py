@@ -203,6 +203,16 @@ class IntegratedProfiler:
         if observer not in self.observers:
             self.observers.append(observer)
 
+    def record_samples(self, items: Any, stage: str = "actor_generate", *, clock: str | None = None) -> int:
+        """Per-sample records of a generation stage for the current iteration (docs/rollout.md):
+        `items` are vLLM RequestOutputs, SGLang result dicts or plain sample dicts; `clock` says the
+        plain dicts' clock (None: time.time(), "monotonic", "perf_counter"). Attributes are pulled
+        now, the lines written at the next step() / stop() (rollout/recorder.py). Returns how many
+        items were taken. Bad arguments: ValueError; anything else: a warning."""
+        from mindspeed_profiler.rollout.recorder import recorder_of
+
+        return recorder_of(self, self._full).record(self, items, stage, clock)
+
     def start(self, iteration: int = 1) -> None:
         """Iteration `iteration` (1 unless resuming) begins now. Idempotent while running."""
         if self.running:
