@@ -335,3 +335,15 @@ def test_phases_are_clipped_to_the_sample():
     assert st.phases(s) == [("queue", 0, 30), ("prefill", 30, 100)]   # prefill cut at the end, no room for decode
     s = Sample(role="a", rank=0, iteration=1, stage="g", id="1", start_ns=0, end_ns=100, queue_s=10e-9, decode_s=95e-9)
     assert st.phases(s) == [("queue", 0, 10), ("decode", 10, 100)]
+
+
+def test_merge_window_keeps_the_samples_it_overlaps(tmp_path):
+    from mindspeed_profiler.analysis.timeline.stream import Cut
+    d = tmp_path / "timeline"
+    _worker_segment(d, "actor", 0, 20, 0, [_stage(0, 1000 * MS)])
+    write_samples(tmp_path, "actor", 0, [(1, "actor_generate", [sample(i, T0 + i * 100 * MS, T0 + i * 100 * MS + 50 * MS)
+                                                                for i in range(10)])])
+    res = merge_timeline_dir(str(d), cut=Cut(start_s=0.32, end_s=0.6))   # the origin is T0: the stage's start
+    trace = orjson.loads(res.path.read_bytes())
+    # 3 (0.30-0.35 s) overlaps the window's start; 6 starts at its end (exclusive)
+    assert [e["args"]["id"] for e in sample_slices(trace)] == ["3", "4", "5"]

@@ -30,6 +30,7 @@ TIDS_PER_STAGE = 100           # a stage's lanes: SAMPLES_TID_BASE + 100 * stage
 MAX_LANES = 64                 # lanes per worker and stage; a sample that finds none is only counted
 MAX_SLICES_PER_WORKER = 20_000  # samples drawn per worker (their phases with them), the first by start
 MAX_COUNTER_POINTS = 10_000    # per worker and stage; beyond, the peak of each equal time bin
+MAX_STAGES_PER_WORKER = 1000  # stage names are free text: tids stay below the overlap lanes
 MAX_PROBLEMS_SAID = 3          # corrupt lines named per file (then a count)
 CAT_SAMPLE, CAT_PHASE = "sample", "sample_phase"
 SLICE_ARGS = ("id", "iteration", "response_tokens", "prompt_tokens", "finish_reason", "truncated", "policy_version",
@@ -176,19 +177,21 @@ def _add_file(trace: dict, path: Path) -> tuple[int, dict]:
     notes = [f"samples {path.name}: line {ln}: {msg}" for ln, msg in f.problems[:MAX_PROBLEMS_SAID]]
     if len(f.problems) > MAX_PROBLEMS_SAID:
         notes.append(f"samples {path.name}: {len(f.problems) - MAX_PROBLEMS_SAID} more lines not read")
-    run_id = trace.get("otherData", {}).get(formats.RUN_ID_KEY)
+    other = trace.get("otherData", {})
+    run_id = other.get(formats.RUN_ID_KEY)
     samples = [s for s in f.samples if not (run_id and s.run_id and s.run_id != run_id)]
     if len(samples) < len(f.samples):
         notes.append(f"samples {path.name}: {len(f.samples) - len(samples)} sample(s) of another run left out")
     if not samples:
         return 0, {"warnings": notes, "stages": []}
     w = _worker(trace, f.role, f.rank, notes, path.name)
-    origin = int(trace.get("otherData", {}).get("time_origin_unix_ns") or 0)
+    shift = w.offset_ns - int(other.get("time_origin_unix_ns") or 0)  # wall ns -> ns since the origin, reference clock
     timed = sorted((s for s in samples if drawable(s)), key=lambda s: (s.start_ns, s.line))
     untimed = [s for s in samples if not drawable(s)]
     if untimed:
         notes.append(f"{w.name}: {len(untimed)} sample(s) without usable start / end times not drawn "
                      f"(line {untimed[0].line}: {untimed[0].problem or 'start_ns or end_ns null'})")
+    timed = _in_window(timed, other.get("cut"), shift)
     over_cap = {id(s) for s in timed[MAX_SLICES_PER_WORKER:]}
     if over_cap:
         notes.append(f"{w.name}: {len(timed)} timed samples, only the first {MAX_SLICES_PER_WORKER} by start drawn "
@@ -196,10 +199,12 @@ def _add_file(trace: dict, path: Path) -> tuple[int, dict]:
     stages: dict[str, list[Sample]] = {}
     for s in timed:
         stages.setdefault(s.stage, []).append(s)
+    if len(stages) > MAX_STAGES_PER_WORKER:
+        notes.append(f"{w.name}: samples of {len(stages)} stages; those of the first {MAX_STAGES_PER_WORKER} drawn")
     events: list[dict] = []
     infos = []
-    for k, (stage, group) in enumerate(stages.items()):
-        info = _add_stage(events, w, stage, group, over_cap, SAMPLES_TID_BASE + TIDS_PER_STAGE * k, origin)
+    for k, (stage, group) in enumerate(list(stages.items())[:MAX_STAGES_PER_WORKER]):
+        info = _add_stage(events, w, stage, group, over_cap, SAMPLES_TID_BASE + TIDS_PER_STAGE * k, shift)
         info["untimed"] = sum(1 for s in untimed if s.stage == stage)
         if info["over_lanes"]:
             notes.append(f"{w.name}: {info['over_lanes']} sample(s) of {stage} ran while {MAX_LANES} others did: "
@@ -207,6 +212,17 @@ def _add_file(trace: dict, path: Path) -> tuple[int, dict]:
         infos.append(info)
     trace.setdefault("traceEvents", []).extend(events)
     return len(events), {"warnings": notes, "stages": infos}
+
+
+def _in_window(timed: list[Sample], cut: Any, shift: int) -> list[Sample]:
+    """The samples overlapping the window `merge --window` kept (otherData.cut.window_s, seconds
+    since the origin, None = open), all when there is none."""
+    window = cut.get("window_s") if isinstance(cut, dict) else None
+    if not isinstance(window, list) or len(window) != 2 or window == [None, None]:
+        return timed
+    lo = None if window[0] is None else window[0] * 1e9
+    hi = None if window[1] is None else window[1] * 1e9
+    return [s for s in timed if (hi is None or s.start_ns + shift < hi) and (lo is None or s.end_ns + shift >= lo)]
 
 
 def _worker(trace: dict, role: str, rank: int, notes: list, fname: str) -> _Worker:
@@ -229,9 +245,8 @@ def _worker(trace: dict, role: str, rank: int, notes: list, fname: str) -> _Work
 
 
 def _add_stage(events: list, w: _Worker, stage: str, group: list[Sample], over_cap: set, tid0: int,
-               origin: int) -> dict:
-    """One stage's lanes, slices and counter for worker `w`; returns what was placed."""
-    shift = w.offset_ns - origin   # wall ns -> ns since the timeline's origin, on the reference clock
+               shift: int) -> dict:
+    """One stage's lanes, slices and counter for worker `w` (`shift`: wall ns -> ns since the origin)."""
     candidates = [s for s in group if id(s) not in over_cap]
     lanes = first_fit_lanes([(s.start_ns, s.end_ns) for s in candidates], MAX_LANES)
     lane_of = {id(s): lane for s, lane in zip(candidates, lanes)}
