@@ -242,8 +242,9 @@ def _slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
-def test_every_finding_points_to_a_heading_of_diagnosis_md(late_job):
+def test_every_finding_points_to_a_heading_of_diagnosis_md(late_job, tmp_path):
     from conftest import REPO_ROOT
+    from samples_testutil import long_tail_batch, sample
 
     text = (REPO_ROOT / "docs" / "diagnosis.md").read_text()
     anchors = {_slug(line.lstrip("#")) for line in text.splitlines() if line.startswith("#")}
@@ -260,7 +261,10 @@ def test_every_finding_points_to_a_heading_of_diagnosis_md(late_job):
              + advisor.memory_near_capacity({"captures": [_tracker_cap(**{"perf/max_memory_reserved_gb": 60.0,
                                                                           "perf/memory_capacity_gb": 64.0})]})
              + advisor.low_mfu({"captures": [_tracker_cap(**{"perf/mfu/actor_update": 0.05, "timing_s/actor_update": 2.0,
-                                                             "timing_s/iteration": 4.0})]}))
+                                                             "timing_s/iteration": 4.0})]})
+             + advisor.findings(_rollout_summary(tmp_path / "tail", [long_tail_batch(n=16, every=4)]))
+             + advisor.engine_queueing(_rollout_summary(tmp_path / "queue", [[sample(i, 0, 100, 8, queue_s=0.04)
+                                                                               for i in range(8)]])))
     ids = {f["id"] for f in found}
     assert ids >= {r.__name__ for r in advisor.RULES} - {"slow_link"}   # slow_link's: test_slow_link's fixture
     for f in found:
@@ -305,3 +309,78 @@ def test_findings_held_as_they_come_are_the_ones_a_full_sort_keeps(monkeypatch):
     hb = [f for f in got if f["id"] == "host_bound"]
     assert len(hb) == advisor.MAX_PER_RULE and hb[0]["evidence"]["n_like_this"] == 50
     assert all(f["evidence"]["n_captures"] == 4 and f["evidence"]["of_captures"] == 4 for f in hb)
+
+
+# ------------------------------------------------------------------------------ the rollout's rules (per-sample records)
+
+def _rollout_summary(tmp_path, batches, tracker_iteration_s: float | None = None) -> dict:
+    """A summary whose `samples` capture is the long tail of files written in docs/rollout.md's
+    format (tests/samples_testutil.py), read by the real reader and analyzer; with a tracker
+    capture giving iteration 1 its wall time when `tracker_iteration_s` is set."""
+    from mindspeed_profiler.analysis.analyzers.long_tail import long_tail
+    from mindspeed_profiler.analysis.parsing.samples import read_samples
+    from samples_testutil import write_worker
+
+    path = write_worker(tmp_path, "actor", 0, [(1, "actor_generate", b) for b in batches])
+    caps = [{"path": "samples", "kind": "samples", "status": "ok", "rollout": long_tail(read_samples(path).samples, 5)}]
+    if tracker_iteration_s is not None:
+        caps.append(_tracker_cap(**{"timing_s/iteration": tracker_iteration_s}) | {"tracker": {"rows": [
+            {"iteration": 1, "metric": "timing_s/iteration", "value": tracker_iteration_s}]}})
+    return {"captures": caps}
+
+
+def test_long_tail_generation_one_sample_in_eight_eight_times_longer(tmp_path):
+    from samples_testutil import long_tail_batch
+
+    f, = [f for f in advisor.findings(_rollout_summary(tmp_path, [long_tail_batch(n=16, every=8)]))
+          if f["id"] == "long_tail_generation"]
+    # 14 samples of 10 ms, 2 of 80 ms: lost = 80 - (14 x 10 + 2 x 80) / 16 = 61.25 ms of an 80 ms window
+    assert f["evidence"]["tail_lost_s"] == pytest.approx(0.06125) and f["impact"] == pytest.approx(0.7656, abs=1e-4)
+    assert f["evidence"]["iteration_s"] is None and "of the generation window" in f["title"]
+    assert "partial_rollout_max_split" in f["action"] and f["docs"].endswith("#long-tail-generation")
+
+
+def test_long_tail_generation_impact_is_a_share_of_the_iteration(tmp_path):
+    from samples_testutil import long_tail_batch
+
+    s = _rollout_summary(tmp_path, [long_tail_batch(n=16, every=8)], tracker_iteration_s=0.245)
+    f, = [f for f in advisor.findings(s) if f["id"] == "long_tail_generation"]
+    assert f["impact"] == pytest.approx(0.06125 / 0.245, abs=1e-4) and f["evidence"]["iteration_s"] == 0.245
+    assert f["evidence"]["iteration_source"] == "tracker_metrics timing_s/iteration"
+
+
+@pytest.mark.parametrize("n", [8, 64, 256])
+def test_no_long_tail_generation_for_lengths_spread_evenly(tmp_path, n):
+    from samples_testutil import uniform_batch
+
+    assert "long_tail_generation" not in _ids(_rollout_summary(tmp_path, [uniform_batch(n=n)]))
+
+
+def test_no_long_tail_generation_without_a_tail(tmp_path):
+    from samples_testutil import long_tail_batch
+
+    # every sample equally long (factor 1), or the long one only 2x the others
+    for factor in (1.0, 2.0):
+        assert "long_tail_generation" not in _ids(_rollout_summary(tmp_path, [long_tail_batch(n=16, factor=factor)]))
+
+
+def test_truncation(tmp_path):
+    from samples_testutil import long_tail_batch, sample
+
+    f, = [f for f in advisor.findings(_rollout_summary(tmp_path, [long_tail_batch(n=16, every=4)]))
+          if f["id"] == "truncation"]
+    assert f["evidence"]["truncated"] == 4 and f["evidence"]["truncated_share"] == 0.25
+    assert f["impact"] == pytest.approx(4 * 80 / (12 * 10 + 4 * 80), abs=1e-4) and f["docs"].endswith("#truncation")
+    few = [sample(i, 0, 10, 4, "length" if i == 0 else "stop") for i in range(16)]   # 1 of 16: 6%
+    assert "truncation" not in _ids(_rollout_summary(tmp_path, [few]))
+
+
+def test_engine_queueing(tmp_path):
+    from samples_testutil import sample
+
+    queued = [sample(i, 0, 100, 8, queue_s=0.04) for i in range(8)]    # 40 of 100 ms in the queue
+    f, = [f for f in advisor.findings(_rollout_summary(tmp_path, [queued])) if f["id"] == "engine_queueing"]
+    assert f["evidence"]["queue_share"] == pytest.approx(0.4) and f["impact"] == pytest.approx(0.4)
+    assert f["docs"].endswith("#engine-queueing")
+    brief = [sample(i, 0, 100, 8, queue_s=0.005) for i in range(8)]    # 5%
+    assert "engine_queueing" not in _ids(_rollout_summary(tmp_path, [brief]))

@@ -44,6 +44,7 @@ def _memory_run(root: Path) -> Path:
 def outputs(tmp_path_factory, request) -> list[tuple[str, Path, dict]]:
     """(name, root, summary) of each input, analysed with the db export."""
     from test_db_queries import gloo_run
+    from samples_testutil import rollout_run
 
     roots = []
     if SHARED_DATA.is_dir():
@@ -55,6 +56,7 @@ def outputs(tmp_path_factory, request) -> list[tuple[str, Path, dict]]:
     nccl = tmp_path_factory.mktemp("nccl_args")   # HTA's NCCL trace with collective args (collective_bandwidth)
     shutil.copytree(REPO_ROOT / "tests" / "data" / "hta" / "nccl_parser_config", nccl, dirs_exist_ok=True)
     roots.append(("nccl trace with collective args", nccl))
+    roots.append(("rollout samples", rollout_run(tmp_path_factory.mktemp("samples"))))   # docs/rollout.md's records
     ascend_sets = request.getfixturevalue("ascend_sets")
     for name, sub in (("pp4_l2", ""), ("gpt3_cluster16", "cluster_analysis_output"), ("db_l1", "")):
         root = tmp_path_factory.mktemp(name)

@@ -23,6 +23,7 @@ from typing import Iterable
 from mindspeed_profiler.core.formats import is_train_stage
 
 from mindspeed_profiler.analysis.models import questions as q
+from mindspeed_profiler.analysis.analyzers import rollout_rules as rollout
 from mindspeed_profiler.analysis.analyzers.tracker_metrics import MFU_PREFIX, maxima, means
 from mindspeed_profiler.analysis.models.finding_rules import REGISTRY, Check, Finding, finding_rule, markdown
 
@@ -434,6 +435,22 @@ def profiler_overhead(summary: dict) -> list[Finding]:
 
 
 # the registered rules, in registration order (a rule of another module, registered later, runs too)
+# the rollout's rules (per-sample records): their logic and thresholds in rollout_rules.py
+@finding_rule("long_tail_generation", **rollout.DOCS["long_tail_generation"])
+def long_tail_generation(summary: dict) -> list[Finding]:
+    return [_finding(*f) for f in rollout.long_tail_findings(summary)]
+
+
+@finding_rule("truncation", **rollout.DOCS["truncation"])
+def truncation(summary: dict) -> list[Finding]:
+    return [_finding(*f) for f in rollout.truncation_findings(summary)]
+
+
+@finding_rule("engine_queueing", **rollout.DOCS["engine_queueing"])
+def engine_queueing(summary: dict) -> list[Finding]:
+    return [_finding(*f) for f in rollout.queueing_findings(summary)]
+
+
 RULES: tuple[Check, ...] = tuple(r.check for r in REGISTRY.values())
 
 

@@ -24,6 +24,7 @@ BUILTIN_MODULES = (
     "mindspeed_profiler.analysis.inputs.kineto",
     "mindspeed_profiler.analysis.inputs.timeline",
     "mindspeed_profiler.analysis.inputs.tracker",
+    "mindspeed_profiler.analysis.inputs.samples",
     "mindspeed_profiler.analysis.inputs.rlinf",
     "mindspeed_profiler.analysis.inputs.cluster",
     "mindspeed_profiler.analysis.inputs.system",

@@ -20,6 +20,12 @@ from mindspeed_profiler.analysis.analyzers.critical_path import CRITICAL_PATH
 from mindspeed_profiler.analysis.analyzers.crossrank import SLOW_RANKS, STAGE_RANK
 from mindspeed_profiler.analysis.analyzers.idle_causes import IDLE_CAUSES, KERNEL_LAUNCHES
 from mindspeed_profiler.analysis.analyzers.kernels import KERNEL_TOTALS, KERNELS
+from mindspeed_profiler.analysis.analyzers.long_tail import (
+    ROLLOUT_BATCHES,
+    ROLLOUT_LENGTHS,
+    ROLLOUT_OCCUPANCY,
+    ROLLOUT_SLOWEST,
+)
 from mindspeed_profiler.analysis.analyzers.links import LINKS
 from mindspeed_profiler.analysis.analyzers.memory import MEMORY_PEAKS, MEMORY_SITES, NPU_MEMORY
 from mindspeed_profiler.analysis.analyzers.memory_peaks import (
@@ -122,6 +128,7 @@ MODELS: tuple[RowModel, ...] = (
     STAGE_WORKER, BREAKDOWN, CRITICAL_PATH, MEMORY_PEAKS, MEMORY_SITES, NPU_MEMORY,
     IDLE_CAUSES, KERNEL_LAUNCHES, LINKS, STRAGGLERS, STRAGGLER_COLLECTIVES, MEMORY_RECORD_PEAKS, MEMORY_RECORD_OPS,
     FINDINGS, TRACKER_METRICS, MEMORY_STAGE_PEAKS, ASCEND_FREE, COLLECTIVE_BANDWIDTH,
+    ROLLOUT_BATCHES, ROLLOUT_OCCUPANCY, ROLLOUT_LENGTHS, ROLLOUT_SLOWEST,
 )
 BY_TABLE = {m.table: m for m in MODELS}
 

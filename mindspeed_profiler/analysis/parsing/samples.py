@@ -32,9 +32,10 @@ from mindspeed_profiler.core.jsonsafe import loads_lenient
 
 from .numbers import shown
 
-# 64 iterations of the writer's per-worker bound, with their batch lines: a file past this is
-# from a very long run; the first lines are read and the cut is said
-MAX_LINES = 64 * (formats.MAX_SAMPLES_PER_ITERATION + 64)
+# lines read from one file: 16 iterations at the writer's per-worker bound, 1,000 of 1,024 samples
+# (~0.3 GB of Sample objects); a file past this is from a very long run: its first lines are read
+# and the cut is said
+MAX_LINES = 1 << 20
 MAX_LINE_BYTES = 1 << 20     # a sample line is ~400 bytes; a longer line is no record of ours
 INT64 = 2**63
 
@@ -43,7 +44,7 @@ TOKEN_FIELDS = ("prompt_tokens", "response_tokens")
 SECONDS_FIELDS = ("reward_s", "tool_s", "queue_s", "prefill_s", "decode_s")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Sample:
     """One `sample` line, its fields checked (a wrong type read as None, said in `problem`)."""
 

@@ -1,0 +1,100 @@
+"""The per-sample records of the rollout (`<save>/samples/<role>_rank<R>.jsonl`, docs/rollout.md):
+the whole samples/ folder is one capture of kind `samples` (a run: its batches are taken across
+the folder's workers), its rows the long tail's (analyzers/long_tail.py: ROLLOUT_BATCHES,
+ROLLOUT_OCCUPANCY, ROLLOUT_LENGTHS, ROLLOUT_SLOWEST)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from mindspeed_profiler.core import formats
+from mindspeed_profiler.core.fileio import read_json_object
+
+from ..analyzers.long_tail import batch_key, long_tail
+from mindspeed_profiler.analysis.pipeline.discover import Capture, rel
+from ..parsing.samples import SamplesFile, read_samples
+from . import InputKind, register_input
+
+SHOWN = 3   # problems quoted per file (the count says the rest)
+
+
+def _claim(root: Path, d: Path) -> Capture | None:
+    if d.name != formats.SAMPLES_DIR:
+        return None
+    try:
+        names = sorted(n for n in os.listdir(d) if formats.SAMPLES_FILE_RE.match(n) and os.path.isfile(d / n))
+    except OSError:
+        return None
+    names = [n for n in names if _looks_like_samples(d / n)]
+    if not names:
+        return None
+    return Capture(path=rel(root, d), kind="samples", files=[rel(root, d / n) for n in names], run_id=_run_id(d.parent))
+
+
+def _looks_like_samples(path: Path) -> bool:
+    """The first line is one of ours: a batch or sample record (another project's *_rank<R>.jsonl is left alone)."""
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(1 << 16)
+    except OSError:
+        return False
+    return b'"type"' in first and (b'"batch"' in first or b'"sample"' in first)
+
+
+def _run_id(save_path: Path) -> str | None:
+    """The run id of the save path's run.json, when there is one."""
+    try:
+        run = read_json_object(save_path / formats.RUN_FILE)
+    except (OSError, ValueError):
+        return None
+    rid = (run or {}).get(formats.RUN_ID_KEY)
+    return rid if isinstance(rid, str) and rid else None
+
+
+def analyse(root: Path, cap: Capture, top_n: int, want_events: bool) -> tuple[dict, None]:
+    warnings: list[str] = []
+    files: list[SamplesFile] = []
+    for name in cap.files:
+        try:
+            files.append(read_samples(root / name))
+        except OSError as exc:
+            warnings.append(f"{name}: not read ({exc})")
+    samples = [s for f in files for s in f.samples]
+    if not samples:
+        raise ValueError("no sample records in " + ", ".join(cap.files) + (": " + "; ".join(warnings) if warnings else ""))
+    default_run = cap.run_id or ""
+    dropped: dict = {}
+    for f in files:
+        warnings += file_warnings(f)
+        for b in f.batches:
+            key = batch_key(b, default_run)
+            dropped[key] = dropped.get(key, 0) + b.dropped
+    rows = long_tail(samples, top_n, dropped, default_run)
+    untimed = [s for s in samples if not s.timed]
+    if untimed:
+        first = untimed[0]
+        warnings.append(f"{len(untimed)} of {len(samples)} sample(s) with a problem or without a start / end time: "
+                        f"left out of the times, counted in the lengths (the first: {first.role}:{first.rank} "
+                        f"iteration {first.iteration} id {first.id!r}: {first.problem or 'start_ns / end_ns null'})")
+    lost = sum(dropped.values())
+    if lost:
+        warnings.append(f"{lost} sample(s) not written by the workers (over {formats.MAX_SAMPLES_PER_ITERATION} "
+                        "per worker and iteration): not in these figures")
+    return {"rollout": {**rows, "workers": len({(f.role, f.rank) for f in files}), "n_samples": len(samples)},
+            "warnings": warnings}, None
+
+
+def file_warnings(f: SamplesFile) -> list[str]:
+    """One warning for a file's unread lines and one for its writers' own problems (batch lines)."""
+    name = Path(f.path).name
+    out = []
+    if f.problems:
+        shown = "; ".join(f"line {n}: {m}" for n, m in f.problems[:SHOWN])
+        out.append(f"{name}: {len(f.problems)} line(s) not read as records{' (the first ' + str(SHOWN) + ')' if len(f.problems) > SHOWN else ''}: {shown}")
+    said = [p for b in f.batches for p in b.problems]
+    if said:
+        out.append(f"{name}: the writer said {len(said)} problem(s), e.g. {said[0]}")
+    return out
+
+
+register_input(InputKind("samples", analyse, order=34, claim_dir=_claim))
