@@ -203,7 +203,9 @@ def test_the_offset_of_the_worker_s_spans_and_the_phases(tmp_path):
     assert w["offset_ns"] == -5_000 * MS
     evs = {e["name"]: e for e in trace["traceEvents"] if e.get("cat") in (st.CAT_SAMPLE, st.CAT_PHASE)}
     origin = trace["otherData"]["time_origin_unix_ns"]
-    at = lambda e: ns(e["ts"]) + origin + 5_000 * MS   # back on the worker's own wall clock  # noqa: E731
+
+    def at(e):   # back on the worker's own wall clock
+        return ns(e["ts"]) + origin + 5_000 * MS
     assert at(evs["sample 7"]) == T0 + 5_010 * MS and ns(evs["sample 7"]["dur"]) == 80 * MS
     assert (at(evs["queue"]), ns(evs["queue"]["dur"])) == (T0 + 5_010 * MS, 5 * MS)
     assert (at(evs["prefill"]), ns(evs["prefill"]["dur"])) == (T0 + 5_015 * MS, 15 * MS)
@@ -250,9 +252,9 @@ def test_samples_of_another_run_are_left_out(tmp_path):
     other = orjson.dumps({"type": "batch", "v": 1, "role": "actor", "rank": 0, "iteration": 1, "stage": "actor_generate",
                           "samples": 1, "dropped": 0, "run_id": "run-1"})
     mine = other.replace(b'"run-1"', b'"run-2"')
-    line = lambda i: orjson.dumps({"type": "sample", "iteration": 1, "stage": "actor_generate",  # noqa: E731
-                                   **sample(i, T0, T0 + MS)})
-    path.write_bytes(b"\n".join([other, line(5), mine, line(6)]) + b"\n")
+    line = [orjson.dumps({"type": "sample", "iteration": 1, "stage": "actor_generate", **sample(i, T0, T0 + MS)})
+            for i in (5, 6)]
+    path.write_bytes(b"\n".join([other, line[0], mine, line[1]]) + b"\n")
     trace, _ = merged(d)
     assert [e["args"]["id"] for e in sample_slices(trace)] == ["6"]
     assert any("1 sample(s) of another run left out" in w for w in trace["otherData"]["warnings"])

@@ -176,7 +176,7 @@ def _add_file(trace: dict, path: Path) -> tuple[int, dict]:
     f = read_samples(path)
     notes = [f"samples {path.name}: line {ln}: {msg}" for ln, msg in f.problems[:MAX_PROBLEMS_SAID]]
     if len(f.problems) > MAX_PROBLEMS_SAID:
-        notes.append(f"samples {path.name}: {len(f.problems) - MAX_PROBLEMS_SAID} more lines not read")
+        notes.append(f"samples {path.name}: {len(f.problems) - MAX_PROBLEMS_SAID} more problem(s) reading it")
     other = trace.get("otherData", {})
     run_id = other.get(formats.RUN_ID_KEY)
     samples = [s for s in f.samples if not (run_id and s.run_id and s.run_id != run_id)]
