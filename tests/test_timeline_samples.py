@@ -349,3 +349,41 @@ def test_merge_window_keeps_the_samples_it_overlaps(tmp_path):
     trace = orjson.loads(res.path.read_bytes())
     # 3 (0.30-0.35 s) overlaps the window's start; 6 starts at its end (exclusive)
     assert [e["args"]["id"] for e in sample_slices(trace)] == ["3", "4", "5"]
+
+
+def test_the_profiler_s_own_records_on_its_timeline(tmp_path, clean_state):
+    """End to end: record_samples (plain dicts, time.time() seconds) in a traced run, the tracer's
+    segments and the written samples file merged: one slice per record, at the record's times."""
+    cfg = load_config({"integrated": {"profile": False, "profile_save_path": str(tmp_path)},
+                       "tracer": {"enable": True, "output_dir": str(tmp_path / "timeline")}})
+    tracing.init_tracer(cfg, role="actor", rank=0)
+    try:
+        prof = IntegratedProfiler(cfg, role="actor", rank=0, world_size=1)
+        prof.start()
+        for it in range(2):
+            with prof.stage("actor_generate"):
+                items = []
+                for i in range(4):
+                    t0 = time.time()
+                    time.sleep(0.002)
+                    items.append({"id": f"{it}-{i}", "prompt_tokens": 3, "response_tokens": 7, "start": t0,
+                                  "first_token": t0 + 0.0005, "end": time.time(), "finish_reason": "length"})
+                prof.record_samples(items, stage="actor_generate")
+            prof.step()
+        prof.stop()
+    finally:
+        tracing.shutdown_tracer()
+    records = {r["id"]: r for r in map(orjson.loads, (tmp_path / "samples" / "actor_rank0.jsonl").read_bytes().splitlines())
+               if r["type"] == "sample"}
+    trace, dec = merged(tmp_path / "timeline")
+    (actor,) = trace["otherData"]["processes"]
+    origin = trace["otherData"]["time_origin_unix_ns"]
+    slices = sample_slices(trace)
+    assert sorted(e["args"]["id"] for e in slices) == sorted(records) and len(records) == 8
+    for e in slices:
+        r = records[e["args"]["id"]]
+        assert e["pid"] == actor["pid"] and e["args"]["truncated"] is True and e["args"]["tokens"] == 7
+        assert (ns(e["ts"]) + origin, ns(e["ts"]) + ns(e["dur"]) + origin) == (r["start_ns"] + actor["offset_ns"],
+                                                                              r["end_ns"] + actor["offset_ns"])
+    assert sum(1 for e in trace["traceEvents"] if e.get("name") == "first token") == 8
+    assert pftrace_samples_key(dec) == json_samples_key(trace)
