@@ -387,3 +387,17 @@ def test_the_profiler_s_own_records_on_its_timeline(tmp_path, clean_state):
                                                                               r["end_ns"] + actor["offset_ns"])
     assert sum(1 for e in trace["traceEvents"] if e.get("name") == "first token") == 8
     assert pftrace_samples_key(dec) == json_samples_key(trace)
+
+
+def test_many_workers_share_the_total_bound(tmp_path, monkeypatch):
+    monkeypatch.setattr(st, "MAX_SLICES_TOTAL", 10)
+    d = tmp_path / "timeline"
+    for rank in range(3):
+        _worker_segment(d, "actor", rank, 20 + rank, 0, [_stage(0, 100 * MS)])
+        write_samples(tmp_path, "actor", rank, [(1, "actor_generate", [sample(i, T0 + i * MS, T0 + (i + 1) * MS)
+                                                                        for i in range(5)])])
+    trace, _ = merged(d)
+    drawn = collections.Counter(e["pid"] for e in sample_slices(trace))
+    assert sorted(drawn.values()) == [3, 3, 3]   # 10 // 3 each
+    assert [i["over_cap"] for i in trace["otherData"]["sample_tracks"]] == [2, 2, 2]
+    assert sum("only the first 3 by start drawn" in w for w in trace["otherData"]["warnings"]) == 3

@@ -8,7 +8,8 @@ Per worker and stage: threads "samples (<stage>)" ("... lane k" for the k-th), o
 `sample <id>` per sample with its phases nested (queue / prefill / decode from the engine's
 seconds, "first token" an instant), laid out first-fit by start on at most MAX_LANES lanes (a
 Perfetto track needs nested slices), and a counter "samples (<stage>)" with the series `running`
-(every timed sample) and `not drawn` (those that found no lane or passed MAX_SLICES_PER_WORKER).
+(every timed sample) and `not drawn` (those that found no lane or passed the cap: the first
+MAX_SLICES_PER_WORKER by start, fewer when MAX_SLICES_TOTAL shared by all workers is less).
 What is not placed (no usable times, another run, corrupt lines) is said in otherData.warnings;
 the timeline is written anyway. docs/rollout.md "On the timeline" describes it for users.
 """
@@ -29,6 +30,7 @@ SAMPLES_TID_BASE = 8_000_000   # above Linux pid_max (2**22), below the merge's 
 TIDS_PER_STAGE = 100           # a stage's lanes: SAMPLES_TID_BASE + 100 * stage index + lane
 MAX_LANES = 64                 # lanes per worker and stage; a sample that finds none is only counted
 MAX_SLICES_PER_WORKER = 20_000  # samples drawn per worker (their phases with them), the first by start
+MAX_SLICES_TOTAL = 100_000     # and in all: with many workers each gets an equal share (events are held in memory)
 MAX_COUNTER_POINTS = 10_000    # per worker and stage; beyond, the peak of each equal time bin
 MAX_STAGES_PER_WORKER = 1000  # stage names are free text: tids stay below the overlap lanes
 MAX_PROBLEMS_SAID = 3          # corrupt lines named per file (then a count)
@@ -156,11 +158,11 @@ def add_sample_tracks(trace: dict, samples_dir: str | os.PathLike | None) -> int
     warnings = other.setdefault("warnings", [])
     placed: list[dict] = []
     added = 0
-    for path in sorted(Path(samples_dir).iterdir()):
-        if formats.SAMPLES_FILE_RE.match(path.name) is None:
-            continue
+    paths = sorted(p for p in Path(samples_dir).iterdir() if formats.SAMPLES_FILE_RE.match(p.name))
+    cap = max(1, min(MAX_SLICES_PER_WORKER, MAX_SLICES_TOTAL // max(1, len(paths))))
+    for path in paths:
         try:
-            n, info = _add_file(trace, path)
+            n, info = _add_file(trace, path, cap)
         except Exception as exc:  # noqa: BLE001 - one bad file never stops the merge
             warnings.append(f"samples {path.name}: not placed ({type(exc).__name__}: {exc})")
             continue
@@ -172,7 +174,7 @@ def add_sample_tracks(trace: dict, samples_dir: str | os.PathLike | None) -> int
     return added
 
 
-def _add_file(trace: dict, path: Path) -> tuple[int, dict]:
+def _add_file(trace: dict, path: Path, cap: int) -> tuple[int, dict]:
     f = read_samples(path)
     notes = [f"samples {path.name}: line {ln}: {msg}" for ln, msg in f.problems[:MAX_PROBLEMS_SAID]]
     if len(f.problems) > MAX_PROBLEMS_SAID:
@@ -192,9 +194,9 @@ def _add_file(trace: dict, path: Path) -> tuple[int, dict]:
         notes.append(f"{w.name}: {len(untimed)} sample(s) without usable start / end times not drawn "
                      f"(line {untimed[0].line}: {untimed[0].problem or 'start_ns or end_ns null'})")
     timed = _in_window(timed, other.get("cut"), shift)
-    over_cap = {id(s) for s in timed[MAX_SLICES_PER_WORKER:]}
+    over_cap = {id(s) for s in timed[cap:]}
     if over_cap:
-        notes.append(f"{w.name}: {len(timed)} timed samples, only the first {MAX_SLICES_PER_WORKER} by start drawn "
+        notes.append(f"{w.name}: {len(timed)} timed samples, only the first {cap} by start drawn "
                      f"(the counter 'not drawn' counts the other {len(over_cap)})")
     stages: dict[str, list[Sample]] = {}
     for s in timed:
