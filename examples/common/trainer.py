@@ -51,6 +51,27 @@ def check_straggler(settings: dict[str, Any], ranks: int, section: str) -> None:
         raise ValueError(f"{section}.straggler_ms={ms!r} must be a number of milliseconds from 0 to 600000")
 
 
+LONG_TAIL_MAX_TOKENS = 4096   # the model gets a position per token: a bound on its size
+LONG_TAIL_TOKENS = 64         # long_tail_tokens when a config does not say
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_long_tail(settings: dict[str, Any], section: str) -> None:
+    """`long_tail_every` (K >= 0; 0: off) and `long_tail_tokens` (T, 1 to LONG_TAIL_MAX_TOKENS): one
+    sample in K of each actor rank's batch ignores the end token and runs to T tokens
+    (generation.plan)."""
+    every, tokens = settings.get("long_tail_every", 0), settings.get("long_tail_tokens", LONG_TAIL_TOKENS)
+    if not _is_int(every) or every < 0:
+        raise ValueError(f"{section}.long_tail_every={every!r} must be a whole number >= 0 "
+                         f"(one sample in that many runs to {section}.long_tail_tokens; 0: off)")
+    if not _is_int(tokens) or not 1 <= tokens <= LONG_TAIL_MAX_TOKENS:
+        raise ValueError(f"{section}.long_tail_tokens={tokens!r} must be a whole number of tokens from 1 to "
+                         f"{LONG_TAIL_MAX_TOKENS} (the long-tail samples' length)")
+
+
 def check_even_shards(items: int, what: str, ranks: int, section: str) -> None:
     """Each data-parallel actor rank must get an equal, non-empty shard: a rank without one never joins
     the gradient all-reduce (the others wait on it), and unequal shards bias the averaged gradient."""
@@ -240,9 +261,12 @@ def run_trainer(trainer_cls: type[Trainer], config_path: str | Path, overrides: 
     n_actors = int(settings["actor_ranks"])
     check_even_shards(int(settings[trainer_cls.batch_key]), trainer_cls.batch_key, n_actors, trainer_cls.section)
     check_straggler(settings, n_actors, trainer_cls.section)
-    # what every worker needs: the model, the sequence lengths, the straggler made on purpose (if any)
+    check_long_tail(settings, trainer_cls.section)
+    # what every worker needs: the model, the sequence lengths, the straggler and the long tail made on
+    # purpose (if any)
     model = dict(settings["model"], prompt_len=settings["prompt_len"], response_len=settings["response_len"],
-                 straggler_rank=settings.get("straggler_rank"), straggler_ms=settings.get("straggler_ms", 0))
+                 straggler_rank=settings.get("straggler_rank"), straggler_ms=settings.get("straggler_ms", 0),
+                 long_tail_every=settings.get("long_tail_every", 0), long_tail_tokens=settings.get("long_tail_tokens", LONG_TAIL_TOKENS))
     trainer = trainer_cls(settings)
     history: list[dict[str, float]] = []
     wall = 0.0

@@ -12,9 +12,9 @@ from typing import Any
 
 import torch
 
-from examples.common import task
+from examples.common import generation, task
 from examples.common.mcore_cpu import build_gpt, causal_mask, group_store, init_megatron
-from examples.common.rl_math import dpo_loss, grpo_loss, token_log_probs
+from examples.common.rl_math import dpo_loss, grpo_loss, response_mask, sequence_log_probs, token_log_probs
 from mindspeed_profiler import IntegratedProfiler, load_config, mstx_range, mstx_timer_decorator
 from mindspeed_profiler.tracing import init_tracer, shutdown_tracer
 
@@ -45,8 +45,10 @@ class PolicyWorker:
                           MASTER_ADDR=master_addr, MASTER_PORT=str(master_port))
         store = getattr(self, "_store", None) or group_store(master_addr, master_port, world_size, master=False)
         init_megatron(rank=rank, world_size=world_size, seed=self.seed, store=store)  # same seed: identical initial weights
-        self.seq_len = model["prompt_len"] + model["response_len"]
-        self.model = build_gpt(task.VOCAB, self.seq_len, num_layers=model["layers"], hidden=model["hidden"], heads=model["heads"])
+        # positions for the longest response a run may ask for (the long-tail knob's, even when off:
+        # the same initial weights with and without it)
+        self.seq_len = model["prompt_len"] + max(model["response_len"], model.get("long_tail_tokens", 0))
+        self.model = build_gpt(task.VOCAB_SIZE, self.seq_len, num_layers=model["layers"], hidden=model["hidden"], heads=model["heads"])
         torch.manual_seed(self.seed + 1000 * (rank + 1))  # but each rank samples its own stream
         if self.trainable:
             self.optimizer = torch.optim.Adam(self.model.parameters(), lr=model.get("lr", 1e-3))
@@ -73,12 +75,13 @@ class PolicyWorker:
         counts, self._counts = self._counts, {}
         self.profiler.step(**counts)   # tokens=, samples=, prompt_tokens=, response_tokens= of this rank's batch
 
-    def _note_batch(self, sequences: torch.Tensor, prompt_len: int, **more: int) -> None:
-        """This rank's batch of the iteration (prompt + response token ids, one row per sequence),
-        as the counts its profiler.step() reports."""
-        n, length = sequences.shape
-        self._counts = {"tokens": n * length, "samples": n, "prompt_tokens": n * prompt_len,
-                        "response_tokens": n * (length - prompt_len), **more}
+    def _note_batch(self, sequences: torch.Tensor, prompt_len: int, lengths: torch.Tensor, **more: int) -> None:
+        """This rank's batch of the iteration (prompt + response token ids, one row per sequence;
+        `lengths` each response's own tokens, the padding after its end not counted), as the counts
+        its profiler.step() reports."""
+        n, responses = sequences.shape[0], int(lengths.sum())
+        self._counts = {"tokens": n * prompt_len + responses, "samples": n, "prompt_tokens": n * prompt_len,
+                        "response_tokens": responses, **more}
 
     def shutdown(self) -> dict[str, Any]:
         if hasattr(self, "profiler"):  # setup may not have run (a failed group start)
@@ -128,41 +131,52 @@ class ReferenceWorker(PolicyWorker):
     role = "reference"
     trainable = False
 
-    def compute_ref_log_prob(self, tokens: torch.Tensor) -> torch.Tensor:
-        self._note_batch(tokens, self.model_cfg["prompt_len"])
+    def compute_ref_log_prob(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        self._note_batch(tokens, self.model_cfg["prompt_len"], lengths)
         return self.compute_log_prob(tokens, "reference_compute_log_prob")
 
 
-class GRPOActorWorker(PolicyWorker):
-    """The GRPO actor: generates, scores its own log-probs, and updates the policy."""
+class ActorWorker(PolicyWorker):
+    """An actor that generates: variable-length responses, each to its end token or its token limit,
+    recorded per sample (profiler.record_samples) for the long-tail analysis."""
 
     role = "actor"
 
     @mstx_timer_decorator
-    def _sample(self, prompts: torch.Tensor, n_samples: int, response_len: int, temperature: float) -> torch.Tensor:
-        tokens = prompts.repeat_interleave(n_samples, dim=0)
-        for _ in range(response_len):  # no KV cache: the model is tiny; what matters is real work to profile
-            logits = self._logits(tokens)[:, -1].float() / temperature
-            nxt = torch.multinomial(torch.softmax(logits, -1), 1)
-            tokens = torch.cat([tokens, nxt], dim=1)
-        return tokens
+    def _sample(self, prompts: torch.Tensor, how: generation.Plan, temperature: float) -> generation.Decoded:
+        # no KV cache: the model is tiny; what matters is real work to profile
+        return generation.decode(lambda tokens: self._logits(tokens)[:, -1], prompts, how, temperature)
 
-    def generate(self, prompts: torch.Tensor, n_samples: int, response_len: int, temperature: float = 1.0) -> torch.Tensor:
+    def generate(self, prompts: torch.Tensor, n_samples: int, response_len: int, temperature: float = 1.0,
+                 policy_version: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """n_samples responses per prompt: (prompt + response tokens [B, P + W], PAD after each end;
+        response lengths [B], END included). `<trainer>.long_tail_every=K` (the model config) makes
+        one sample in K ignore END and run to `long_tail_tokens`."""
+        start = time.time()
         with self.profiler.stage("actor_generate"), torch.no_grad():
             self.model.eval()
-            return self._sample(prompts, n_samples, response_len, temperature)
+            prompts = prompts.repeat_interleave(n_samples, dim=0)
+            how = generation.plan(prompts.shape[0], response_len, self.model_cfg.get("long_tail_every", 0),
+                                  self.model_cfg.get("long_tail_tokens", 0))
+            out = self._sample(prompts, how, temperature)
+            self.profiler.record_samples(generation.sample_items(out, how, prompts.shape[1], start, policy_version),
+                                         stage="actor_generate")
+            return out.tokens, out.lengths
+
+
+class GRPOActorWorker(ActorWorker):
+    """The GRPO actor: generates, scores its own log-probs, and updates the policy."""
 
     def actor_log_prob(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.compute_log_prob(tokens, "actor_compute_log_prob")
 
-    def update(self, tokens: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor,
+    def update(self, tokens: torch.Tensor, lengths: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor,
                advantages: torch.Tensor, prompt_len: int, epochs: int = 1, clip_ratio: float = 0.2,
                kl_coef: float = 0.01) -> dict[str, float]:
-        self._note_batch(tokens, prompt_len)
+        self._note_batch(tokens, prompt_len, lengths)
         with self.profiler.stage("actor_update"):
             self.model.train()
-            mask = torch.zeros_like(old_logp)
-            mask[:, prompt_len - 1:] = 1.0  # log-prob i scores token i+1: response tokens only
+            mask = response_mask(lengths, prompt_len, old_logp.shape[1])  # each response up to its END
             stats: dict[str, float] = {}
             t0 = time.perf_counter()
             for _ in range(epochs):
@@ -178,19 +192,20 @@ class GRPOActorWorker(PolicyWorker):
             return stats
 
 
-class DPOActorWorker(PolicyWorker):
-    """The DPO policy: one preference-loss update per batch against reference log-probs."""
+class DPOActorWorker(ActorWorker):
+    """The DPO policy: generates its rejected responses, then one preference-loss update per batch
+    against reference log-probs."""
 
-    role = "actor"
-
-    def update(self, chosen: torch.Tensor, rejected: torch.Tensor, ref_chosen: torch.Tensor,
+    def update(self, chosen: torch.Tensor, rejected: torch.Tensor, lengths: torch.Tensor, ref_chosen: torch.Tensor,
                ref_rejected: torch.Tensor, prompt_len: int, beta: float = 0.1) -> dict[str, float]:
-        self._note_batch(torch.cat([chosen, rejected]), prompt_len, pairs=chosen.shape[0])
+        """`lengths`: the chosen then the rejected responses' lengths (END included)."""
+        both = torch.cat([chosen, rejected])
+        self._note_batch(both, prompt_len, lengths, pairs=chosen.shape[0])
         with self.profiler.stage("actor_update"):
             self.model.train()
             with mstx_range("forward_backward"):
-                both = self._log_probs(torch.cat([chosen, rejected]))[:, prompt_len - 1:].sum(-1)
-                pc, pr = both.chunk(2)
+                logp = self._log_probs(both)
+                pc, pr = sequence_log_probs(logp, response_mask(lengths, prompt_len, logp.shape[1])).chunk(2)
                 loss, stats = dpo_loss(pc, pr, ref_chosen, ref_rejected, beta)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()

@@ -15,6 +15,15 @@ timings, tokens/s and MFU per iteration (docs/metrics.md).
 `grpo.straggler_rank=R grpo.straggler_ms=M` makes actor rank R a straggler: it sleeps M ms right
 before each gradient all-reduce of its update (update_epochs of them per iteration), inside its
 actor_update stage, and the other actor ranks wait for it in the all-reduce. Default: off.
+
+Responses have variable lengths: each sample stops at its first end token (task.END, finish reason
+"stop") or at grpo.response_len tokens ("length"); rewards, log-probs, the KL and the loss use each
+response's tokens up to and including its end. Each actor rank records its samples
+(profiler.record_samples, stage actor_generate) in <profile_save_path>/samples/ (docs/rollout.md).
+`grpo.long_tail_every=K grpo.long_tail_tokens=T` makes one sample in K (its index in the rank's
+batch a multiple of K) ignore the end token and run to T tokens (T may exceed response_len): the
+rank's whole batch decodes until it is done, the long tail that the analysis's long_tail_generation
+finding measures. Default: off (K = 0; T = 64).
 """
 from __future__ import annotations
 
@@ -52,29 +61,32 @@ class GRPO(Trainer):
         span = {"iteration": it}
         prompts = task.make_prompts(int(g["prompts_per_iteration"]), int(g["prompt_len"]), self.gen)
         with trace_span("actor_generate", cat="rpc", args=span):
-            tokens = torch.cat(cluster.get([
-                a.generate.remote(s, g["samples_per_prompt"], g["response_len"], g["temperature"])
-                for a, s in zip(actors, prompts.chunk(n))]))
+            shards = cluster.get([
+                a.generate.remote(s, g["samples_per_prompt"], g["response_len"], g["temperature"], it)
+                for a, s in zip(actors, prompts.chunk(n))])
+        # each rank's batch is as wide as its longest response: padded to the widest (masked out)
+        tokens = task.pad_responses([shard[0] for shard in shards])
+        lengths = torch.cat([shard[1] for shard in shards])
         # driver-side work between the workers' stages is a stage too (on the timeline and the critical path)
         with trace_span("reward", cat=CAT_STAGE, args={**span, "stage": "reward"}):
-            rewards = task.reward(tokens[:, : g["prompt_len"]], tokens[:, g["prompt_len"]:])
+            rewards = task.reward(tokens[:, : g["prompt_len"]], tokens[:, g["prompt_len"]:], lengths)
         with trace_span("compute_advantage", cat=CAT_STAGE, args={**span, "stage": "compute_advantage"}):
             advantages = group_advantages(rewards, int(g["samples_per_prompt"]))
         with trace_span("compute_log_prob", cat="rpc", args=span):
             old_refs = [a.actor_log_prob.remote(s) for a, s in zip(actors, tokens.chunk(n))]
-            ref_ref = ref.compute_ref_log_prob.remote(tokens)  # runs concurrently with the actors
+            ref_ref = ref.compute_ref_log_prob.remote(tokens, lengths)  # runs concurrently with the actors
             old_logp = torch.cat(cluster.get(old_refs))
             ref_logp = cluster.get(ref_ref)
         with trace_span("actor_update", cat="rpc", args=span):
             stats = cluster.get([
-                a.update.remote(t, o, r, adv, g["prompt_len"], g["update_epochs"], g["clip_ratio"], g["kl_coef"])
-                for a, t, o, r, adv in zip(actors, tokens.chunk(n), old_logp.chunk(n), ref_logp.chunk(n),
-                                           advantages.chunk(n))])
+                a.update.remote(t, ln, o, r, adv, g["prompt_len"], g["update_epochs"], g["clip_ratio"], g["kl_coef"])
+                for a, t, ln, o, r, adv in zip(actors, tokens.chunk(n), lengths.chunk(n), old_logp.chunk(n),
+                                               ref_logp.chunk(n), advantages.chunk(n))])
         return {"reward": float(rewards.mean()), "loss": sum(s["loss"] for s in stats) / n,
-                "kl": sum(s["kl"] for s in stats) / n}
+                "kl": sum(s["kl"] for s in stats) / n, "length": float(lengths.float().mean())}
 
     def format_row(self, row: dict[str, float]) -> str:
-        return f"reward {row['reward']:.3f}  loss {row['loss']:+.4f}  kl {row['kl']:.4f}"
+        return f"reward {row['reward']:.3f}  loss {row['loss']:+.4f}  kl {row['kl']:.4f}  length {row['length']:.2f}"
 
     def summary(self, history: list[dict[str, float]]) -> str:
         return f"reward {history[0]['reward']:.3f} -> {history[-1]['reward']:.3f}" if history else "no iterations"
