@@ -14,7 +14,8 @@ Layout (field numbers from Perfetto's protos/perfetto/trace/perfetto_trace.proto
     in time order from a heap of open slices), name_iid / category_iids interned in InternedData
     (12: event_names = 2, event_categories = 1, debug_annotation_names = 3, and string arg values:
     debug_annotation_string_values = 29) the first time they occur, the span's args (role and rank aside: the track says them) as debug_annotations (4);
-    instants are TYPE_INSTANT, counters TYPE_COUNTER with double_counter_value (44).
+    instants are TYPE_INSTANT, counters TYPE_COUNTER with double_counter_value (44) (a tail `C`
+    event: a counter track "<name> <arg>" per arg, the name Perfetto's JSON import gives it).
   - flows: an `rpc` span's begin carries flow_ids (47), the worker span it caused carries
     terminating_flow_ids (48). The tracer records no call ids, so the link is inferred (see
     `FlowLinker`): the outermost span of each other worker that starts inside the rpc span, the
