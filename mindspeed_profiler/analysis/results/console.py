@@ -2,7 +2,7 @@
 
     captures (grouped by stage) -> per stage: top ops and ranges (per rank where there are few)
     -> communication per capture (device and host) -> RL timeline (stages, the slowest iterations)
-    -> slow ranks -> findings -> warnings and failures -> the output files and how to open them
+    -> the rollout's long tail -> slow ranks -> findings -> warnings and failures -> the output files and how to open them
 
 Every table hides its columns that have no data (device columns on CPU runs, ...), long tables are
 capped and say how many rows they hide; `top_n` is the number of rows of each per-stage list.
@@ -330,6 +330,26 @@ def _iterations(con: Console, its: list[dict], tracker: display.TrackerIteration
                                     if hidden else None)))
 
 
+def _rollout(con: Console, summary: dict) -> None:
+    """The long tail of each rollout batch (docs/rollout.md "The long tail: definitions")."""
+    rs = q.ROLLOUT_BATCHES.rows(summary)
+    if not rs:
+        return
+    runs = len({r["run_id"] for r in rs}) > 1
+    rows = [[_t(r["run_id"]) if runs else "", str(r["iteration"]), _t(r["stage"]), str(r["timed"]),
+             str(r["untimed"]) if r["untimed"] else "", *(_ms(r[k] * 1e6) if r[k] is not None else "" for k in
+                                               ("t50_s", "t90_s", "t100_s")),
+             _pct(r["mean_occupancy"]), _ms(r["tail_lost_s"] * 1e6) if r["tail_lost_s"] is not None else "",
+             "/".join(str(r[k]) for k in ("tokens_p50", "tokens_p90", "tokens_max")) if r["lengths"] else "",
+             _pct(r["truncated_share"])] for r in rs[:MAX_ROWS]]
+    hidden = len(rs) - len(rows)
+    con.print(_table("Rollout: the long tail per iteration and stage (docs/rollout.md)",
+                     [("run", {}), ("iter", R), ("stage", {}), ("timed", R), ("untimed", R), ("t50 ms", R),
+                      ("t90 ms", R), ("t100 ms", R), ("occupancy", R), ("lost to the tail ms", R),
+                      ("tokens p50/p90/max", R), ("truncated", R)], rows,
+                     caption=f"{hidden} more batches (all in summary.json)" if hidden > 0 else None))
+
+
 def _slow_ranks(con: Console, summary: dict) -> None:
     sr = display.slow_ranks(summary)
     thr = field(SUMMARY, summary, "options_threshold")
@@ -512,6 +532,7 @@ def print_summary(summary: dict, top_n: int = 10, console: Console | None = None
     _breakdown(con, summary)
     _communication(con, summary)
     _timeline(con, summary)
+    _rollout(con, summary)
     _slow_ranks(con, summary)
     _findings(con, summary)
     _warnings(con, summary)
