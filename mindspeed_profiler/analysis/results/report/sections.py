@@ -16,6 +16,7 @@ from mindspeed_profiler.analysis.models.display import capture_label as label, f
 from mindspeed_profiler.analysis.models.rows import rank_number
 from mindspeed_profiler.analysis.models.summary_fields import CAPTURE_BLOCKS, SUMMARY, TIMELINE
 from mindspeed_profiler.analysis.results.report.fmt import ms
+from mindspeed_profiler.analysis.results.report.rollout_svg import lengths_svg, occupancy_svg
 from mindspeed_profiler.analysis.results.report.svg import (
     PALETTE,
     Chart,
@@ -416,6 +417,52 @@ def scale(summary: dict) -> dict | None:
                  for r in shown], frozenset({0, 1, 2, 3, 4, 9}), [r["flagged"] for r in shown]).without_empty_columns()}
 
 
+MAX_ROLLOUT_CHARTS = 12   # batches drawn (occupancy + lengths); more: those that lost most to the tail
+
+
+def rollout(summary: dict, top_n: int = 10) -> dict | None:
+    """The long tail of the rollout (docs/rollout.md): a table of the batches, the occupancy curve
+    and the length histogram of each (the MAX_ROLLOUT_CHARTS that lost most, in order), the slowest
+    samples. None without per-sample records."""
+    batches = q.ROLLOUT_BATCHES.rows(summary)
+    if not batches:
+        return None
+    key = lambda r: (r["path"], r["run_id"], r["iteration"], r["stage"])   # noqa: E731
+    curves: dict[tuple, list] = {}
+    bins: dict[tuple, list] = {}
+    for r in q.ROLLOUT_OCCUPANCY.rows(summary):
+        curves.setdefault(key(r), []).append((r["t_s"], r["occupancy"]))
+    for r in q.ROLLOUT_LENGTHS.rows(summary):
+        bins.setdefault(key(r), []).append(r)
+    drawn = sorted(sorted(batches, key=lambda r: -(r["tail_lost_s"] or 0.0))[:MAX_ROLLOUT_CHARTS],
+                   key=lambda r: (str(r["run_id"]), r["iteration"], r["stage"]))
+    charts = []
+    for r in drawn:
+        name = f"iteration {r['iteration']} · {r['stage']}" + (f" · run {r['run_id']}" if r["run_id"] else "")
+        charts.append({"title": name, "note": f"{r['timed']} samples, mean occupancy {pct(r['mean_occupancy'])}, "
+                       f"lost to the tail {ms((r['tail_lost_s'] or 0.0) * 1e6)} ms",
+                       "occupancy": occupancy_svg(curves.get(key(r), []), [("t50", r["t50_s"]), ("t90", r["t90_s"])],
+                                                  f"occupancy, {name}"),
+                       "lengths": lengths_svg(bins.get(key(r), []), f"response lengths, {name}")})
+    table = Table(["run", "iteration", "stage", "workers", "timed", "untimed", "t50 ms", "t90 ms", "t100 ms",
+                   "mean occupancy", "lost to the tail ms", "tokens p50", "p90", "p99", "max", "truncated",
+                   "queue share"],
+                  [[r["run_id"], r["iteration"], r["stage"], r["workers"], r["timed"], r["untimed"],
+                    *(exact_ms(r[k] * 1e6 if r[k] is not None else None) for k in ("t50_s", "t90_s", "t100_s")),
+                    _share(r["mean_occupancy"]), exact_ms(r["tail_lost_s"] * 1e6 if r["tail_lost_s"] is not None else None),
+                    r["tokens_p50"], r["tokens_p90"], r["tokens_p99"], r["tokens_max"], _share(r["truncated_share"]),
+                    _share(r["queue_share"])] for r in batches[:MAX_ITERATION_ROWS]],
+                  frozenset({0, 2}), id="rollout-batches").without_empty_columns()
+    slow = [r for r in q.ROLLOUT_SLOWEST.rows(summary) if r["position"] < top_n]
+    slowest = _table(slow, ["iteration", "stage", "worker", "sample", "latency ms", "start ms", "first token ms",
+                            "tokens", "finish"],
+                     lambda r: [r["iteration"], r["stage"], r["worker"], r["sample_id"], exact_ms(r["latency_s"] * 1e6),
+                                exact_ms(r["start_s"] * 1e6),
+                                exact_ms(r["ttft_s"] * 1e6 if r["ttft_s"] is not None else None),
+                                r["response_tokens"], r["finish_reason"]], frozenset({1, 2, 3, 8}))
+    return {"charts": charts, "n_batches": len(batches), "table": table, "slowest": slowest}
+
+
 def context(summary: dict, report_dir: str | Path | None = None) -> dict:
     """Everything report.html.j2 and its sections read. `report_dir`: where report.html is written
     (capture links are relative to it); default: DIR/analysis/. Above SCALE_CAPTURES trace captures
@@ -431,10 +478,11 @@ def context(summary: dict, report_dir: str | Path | None = None) -> dict:
             "runs": runs(summary),
             "problems": problems(caps, links), "timeline": timeline(tl, tracker),
             "throughput": throughput(tl, tracker),
+            "rollout": rollout(summary),
             "scale": scale(summary) if big else None,
             "device_time": None if big else device_time(summary, tl), "clusters": clusters(caps),
             "slow_ranks": None if big else slow_ranks(summary),
             "communication": None if big else communication(summary, links),
             "step_breakdown": None if big else step_breakdown(summary, links),
             "captures": [] if big else [capture(c, links) for c in caps
-                                        if c["status"] == "ok" and c["kind"] not in ("timeline", "cluster")]}
+                                        if c["status"] == "ok" and c["kind"] not in ("timeline", "cluster", "samples")]}
