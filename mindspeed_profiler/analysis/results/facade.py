@@ -134,6 +134,13 @@ METHOD_DOCS: dict[str, str] = {
     "idle": "One row per iteration and worker: the time the worker ran no stage.",
     "stage_worker": "One row per stage and worker over the whole timeline: calls, total, mean, median, spread.",
     "critical_path": "The chain of stage spans bounding each iteration, in order (docs/analysis.md: a heuristic).",
+    "rollout_batches": ("The long tail of the rollout, one row per run, iteration and stage (the per-sample records of "
+        "samples/<role>_rank<R>.jsonl): t50 / t90 / t100, mean occupancy, the capacity lost to the tail, "
+        "response lengths, truncation, the engine's queue / prefill / decode (docs/rollout.md, \"The long "
+        "tail: definitions\")."),
+    "rollout_occupancy": "Each batch's occupancy curve: samples running / the batch over time (at most 200 points).",
+    "rollout_lengths": "Each batch's response-length histogram: bins of equal width, samples and truncated ones.",
+    "rollout_slowest": "The slowest samples of each batch (--top): worker, id, latency, start, first token, length.",
 }
 
 
