@@ -39,6 +39,7 @@ _EXPORTS: dict[str, str] = {
     "enable_marker_metrics": "mindspeed_profiler.runtime.mstx",
     "marker_metrics": "mindspeed_profiler.runtime.mstx",
     "pop_marker_metrics": "mindspeed_profiler.runtime.mstx",
+    "record_samples": "mindspeed_profiler.rollout.api",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

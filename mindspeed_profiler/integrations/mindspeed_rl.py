@@ -7,6 +7,7 @@ and None semantics, running on mindspeed-profiler. Porting a MindSpeed-RL worker
         profiler_start,
         profiler_step,
         mstx_timer_decorator,
+        record_samples,   # ours: per-sample records of generate_sequences' RequestOutputs (docs/rollout.md)
     )
 
 What they accept as `profiler_config`: None (profiling off), MindSpeed-RL's own `ProfilerConfig`
@@ -27,6 +28,10 @@ of the `integrated` section (hyphenated keys accepted, as MindSpeed-RL's loader 
   returns a started, listening profiler (also with `profile: false`), and a stage call it does not
   capture returns a stage of that profiler (never None): `mindspeed-profiler trigger` reaches it.
 - `mstx_timer_decorator(func)`: a range named after the function's qualified name around each call.
+- `record_samples(outputs, stage="actor_generate")` (ours, no MindSpeed-RL counterpart): the
+  RequestOutputs of vLLM run inside the actor (integrated mode) as per-sample records, written by
+  the process's running profiler; none running: one warning, nothing recorded (docs/rollout.md,
+  "Recording samples", gives the line to add to MindSpeed-RL's VLLMInferEngine.generate_sequences).
 
 What differs, on purpose: captures follow our layout (`<save>/<stage or all>/<role>_rank<R>_step<A>-<B>_...`,
 docs/formats.md; MindSpeed-RL wrote `<save>/<role>/<host>_<pid>_<time>_ascend_pt`), every capture
@@ -46,8 +51,9 @@ from mindspeed_profiler.integrations.mindspeed_api import StageShot
 from mindspeed_profiler.runtime.mstx import mstx_timer_decorator as _marker
 from mindspeed_profiler.runtime.profiler import IntegratedProfiler
 from mindspeed_profiler.runtime.ranks import resolve_rank
+from mindspeed_profiler.rollout.api import record_samples
 
-__all__ = ["get_grpo_profiler", "profiler_start", "profiler_step", "mstx_timer_decorator", "as_config"]
+__all__ = ["get_grpo_profiler", "profiler_start", "profiler_step", "mstx_timer_decorator", "record_samples", "as_config"]
 
 DEFAULT_ROLE = "integrated"   # MindSpeed-RL's trainers build ProfilerConfig(..., role="integrated")
 _cache: dict[Any, tuple[ProfilerConfig, str]] = {}

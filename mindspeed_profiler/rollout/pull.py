@@ -73,11 +73,11 @@ def _dicts(head: list[Any]) -> dict[str, list[Any]]:
     plain: list[Any] = []
     meta: list[Any] = []
     for d in head:
-        m = d.get("meta_info")
-        if m is None:
+        info = d.get("meta_info")
+        if info is None:
             plain.append(d.copy())
         else:
-            meta.append(m.copy())
+            meta.append(info.copy())
     groups: dict[str, list[Any]] = {}
     if meta:
         groups[SGLANG] = meta
