@@ -11,6 +11,7 @@ import inspect
 import json
 import shutil
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable
@@ -105,15 +106,18 @@ class CpuTrace:
 
 
 class FakeServer:
-    """An HTTP server on 127.0.0.1 answering POST <path> with `routes[path](body or None)`; a
-    handler's exception is an HTTP 400 with its text (as the engines answer a bad request);
-    `status` forces a status for every request (e.g. 500)."""
+    """An HTTP server on 127.0.0.1 answering POST <path> with `routes[path](body or None)`, run one
+    at a time on one engine thread (a torch profiler is started and stopped on the same thread, as
+    in an engine's worker); a handler's exception is an HTTP 400 with its text (as the engines
+    answer a bad request); `status` forces a status for every request (e.g. 500), `delay_s` delays
+    every answer."""
 
     def __init__(self, routes: dict[str, Callable[[Any], Any]]):
         self.routes = routes
         self.status: int | None = None
         self.delay_s = 0.0
         self.requests: list[tuple[str, Any]] = []
+        self.engine_thread = ThreadPoolExecutor(max_workers=1)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -132,15 +136,18 @@ class FakeServer:
                         code, reply = 404, {"detail": "Not Found"}
                     else:
                         try:
-                            reply = route(body)
+                            reply = server.engine_thread.submit(route, body).result()
                         except Exception as exc:  # noqa: BLE001 - the server's answer to a bad request
                             code, reply = 400, {"detail": f"{type(exc).__name__}: {exc}"}
                 data = json.dumps(reply).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass   # the client gave up (its timeout): nobody to answer
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -160,6 +167,7 @@ class FakeServer:
     def __exit__(self, *exc: Any) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+        self.engine_thread.shutdown()
 
 
 def same_signature(fn: Callable[..., Any], entry: dict[str, Any]) -> bool:

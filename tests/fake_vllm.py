@@ -16,7 +16,8 @@ start fails (ProfilerAlreadyActiveError); profiler_kwargs are merged over the co
 torch.profiler flags; stop writes, per worker, `<prefix>_dp<d>_pp0_tp<t>_dcp0_ep0_rank<g>.<ns>.pt.trace.json.gz`
 into `torch_profiler_dir` (a real Kineto trace recorded on the CPU, the same recording under each
 worker's name), its `.profiler_out.txt`, and for AsyncLLM the frontend's
-`<prefix>_<host>_<pid>.async_llm.<ns>.pt.trace.json.gz`.
+`<prefix>_<host>_<pid>.async_llm.<ns>.pt.trace.json.gz`. `ascend=True` models vllm-ascend: the same API, and
+per worker a torch_npu directory `<trace name>_<pid>_<time>_ascend_pt/` (raw FRAMEWORK/ data) instead.
 
     fake = FakeVllm(tp_size=2).install()   # sys.modules["vllm"] (LLM, AsyncLLM, __version__)
     llm = fake.LLM("m", profiler_config={...}); ...; fake.uninstall()
@@ -61,9 +62,9 @@ def check_profiler_config(cfg: Any) -> dict[str, Any] | None:
 class _Core:
     """The engine's workers' profilers (one session at a time), as the fake runs them."""
 
-    def __init__(self, profiler_config: Any, tp_size: int, frontend: bool):
+    def __init__(self, profiler_config: Any, tp_size: int, frontend: bool, ascend: bool = False):
         self.config = check_profiler_config(profiler_config)
-        self.tp_size, self.frontend = tp_size, frontend
+        self.tp_size, self.frontend, self.ascend = tp_size, frontend, ascend
         self.active: tuple[str | None, CpuTrace] | None = None
         self.sessions: list[dict[str, Any]] = []   # what each session ran with
 
@@ -79,7 +80,7 @@ class _Core:
         kwargs.update(profiler_kwargs or {})
         self.sessions.append({"prefix": prefix, "kwargs": kwargs, "max_iterations": max_iterations,
                               "delay_iterations": delay_iterations})
-        self.active = (prefix, CpuTrace(**kwargs))
+        self.active = (prefix, None if self.ascend else CpuTrace(**kwargs))
 
     def stop(self) -> None:
         if self.active is None:
@@ -93,6 +94,13 @@ class _Core:
         if self.frontend and not cfg["ignore_frontend"]:
             names.append(f"{socket.gethostname()}_{os.getpid()}.async_llm")
         names = [f"{prefix}_{n}" if prefix else n for n in names]
+        if self.ascend:   # torch_npu's tensorboard_trace_handler(dir, worker_name=trace name): a directory per worker
+            stamp = time.strftime("%Y%m%d%H%M%S") + f"{time.time_ns() // 10**6 % 1000:03d}"
+            for n in names[:self.tp_size]:
+                raw = directory / f"{n}_{os.getpid()}_{stamp}_ascend_pt" / "FRAMEWORK"
+                raw.mkdir(parents=True)
+                (raw / "torch.op_range").write_bytes(b"")
+            return
         trace.stop([directory / f"{n}.{time.time_ns()}{ext}" for n in names])
         for n in names[:self.tp_size]:
             (directory / f"{n}.profiler_out.txt").write_text("Name  Self CPU total\n")
@@ -101,9 +109,9 @@ class _Core:
 class FakeVllm:
     """The fake vllm package: `LLM`, `AsyncLLM` (classes), installable as sys.modules["vllm"]."""
 
-    def __init__(self, *, tp_size: int = 1):
+    def __init__(self, *, tp_size: int = 1, ascend: bool = False):
         self.bound = Bound(SNAPSHOT, "vllm")
-        self.tp_size = tp_size
+        self.tp_size, self.ascend = tp_size, ascend
         self.engines: list[Any] = []
         self.LLM, self.AsyncLLM = self._build()
         self.module = types.ModuleType("vllm")
@@ -126,7 +134,7 @@ class FakeVllm:
 
         def init(self: Any, model: str, *, profiler_config: Any = None, **kwargs: Any) -> None:
             self.model, self.kwargs = model, kwargs
-            self.core = _Core(profiler_config, fake.tp_size, frontend=isinstance(self, AsyncLLM))
+            self.core = _Core(profiler_config, fake.tp_size, frontend=isinstance(self, AsyncLLM), ascend=fake.ascend)
             fake.engines.append(self)
 
         def start(self: Any, profile_prefix: str | None = None, *, delay_iterations: int | None = None,
