@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Iterable, Optional
 
+import numpy as np
+
 from mindspeed_profiler.analysis.models.rows import Field, RowModel, each_capture, inside, worker_name
 from mindspeed_profiler.analysis.parsing.samples import Sample, SampleBatch
 
@@ -41,18 +43,16 @@ def occupancy_points(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     time it changes; the last point is (window, 0). A sample runs over [start, end)."""
     if not spans:
         return []
-    t0 = min(a for a, _ in spans)
-    delta: dict[int, int] = {}
-    for a, b in spans:
-        delta[a] = delta.get(a, 0) + 1
-        delta[b] = delta.get(b, 0) - 1
-    out, running = [], 0
-    for t in sorted(delta):
-        if delta[t] == 0 and out:
-            continue   # one sample ends as another starts: no change
-        running += delta[t]
-        out.append((t - t0, running))
-    return out
+    n = len(spans)
+    starts = np.fromiter((a for a, _ in spans), dtype=np.int64, count=n)
+    ends = np.fromiter((b for _, b in spans), dtype=np.int64, count=n)
+    t0 = int(starts.min())
+    times, at = np.unique(np.concatenate([starts, ends]) - t0, return_inverse=True)
+    delta = np.bincount(at, weights=np.concatenate([np.ones(n), -np.ones(n)]), minlength=len(times))
+    keep = delta != 0   # one sample ends as another starts: no change
+    keep[0] = True
+    running = np.rint(np.cumsum(delta)).astype(np.int64)
+    return list(zip(times[keep].tolist(), running[keep].tolist()))
 
 
 def downsample(points: list[tuple[int, int]], max_points: int = MAX_CURVE_POINTS) -> list[tuple[int, float]]:
@@ -61,18 +61,13 @@ def downsample(points: list[tuple[int, int]], max_points: int = MAX_CURVE_POINTS
     occupancy of the drawn curve is the batch's), the closing (window, 0) kept."""
     if len(points) <= max_points:
         return [(t, float(r)) for t, r in points]
-    window = points[-1][0]
-    n_bins = max_points - 1
-    area = [0.0] * n_bins
-    for (t, r), (t_next, _) in zip(points, points[1:]):
-        if r == 0 or t_next <= t:
-            continue
-        a, b = t * n_bins / window, t_next * n_bins / window   # in bins
-        i = int(a)
-        while i < n_bins and i < b:
-            area[i] += r * (min(b, i + 1) - max(a, i))
-            i += 1
-    return [(round(i * window / n_bins), area[i]) for i in range(n_bins)] + [(window, 0.0)]
+    t = np.array([p[0] for p in points], dtype=np.float64)
+    r = np.array([p[1] for p in points], dtype=np.float64)
+    window, n_bins = points[-1][0], max_points - 1
+    area = np.concatenate([[0.0], np.cumsum(r[:-1] * np.diff(t))])   # the integral of running up to each change
+    edges = np.linspace(0.0, float(window), n_bins + 1)
+    means = np.diff(np.interp(edges, t, area)) / (window / n_bins)    # the integral is linear between changes
+    return [(round(e), float(m)) for e, m in zip(edges[:-1].tolist(), means.tolist())] + [(window, 0.0)]
 
 
 def _mean(values: list) -> Optional[float]:

@@ -42,6 +42,7 @@ INT64 = 2**63
 TIME_FIELDS = ("start_ns", "first_token_ns", "end_ns")
 TOKEN_FIELDS = ("prompt_tokens", "response_tokens")
 SECONDS_FIELDS = ("reward_s", "tool_s", "queue_s", "prefill_s", "decode_s")
+INT_FIELDS = TOKEN_FIELDS + TIME_FIELDS + ("policy_version",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,10 +199,15 @@ def _sample(rec: dict, out: SamplesFile, batch: Optional[SampleBatch], lineno: i
         return None
     bad: list[str] = []
     vals: dict[str, Any] = {}
-    for k in TOKEN_FIELDS + TIME_FIELDS + ("policy_version",):
-        vals[k] = _checked(rec, k, _nonneg_int, "an integer >= 0", bad)
+    get = rec.get
+    for k in INT_FIELDS:
+        v = get(k)
+        # the common case inline (type() is: a bool is no int here); the rest through the checks
+        vals[k] = v if v is None or (type(v) is int and 0 <= v < INT64) else _checked(rec, k, _nonneg_int, "an integer >= 0", bad)
     for k in SECONDS_FIELDS:
-        vals[k] = _checked(rec, k, _nonneg_float, "a finite number >= 0", bad)
+        v = get(k)
+        vals[k] = v if v is None or (type(v) is float and 0.0 <= v < math.inf) else \
+            _checked(rec, k, _nonneg_float, "a finite number >= 0", bad)
     vals["finish_reason"] = _checked(rec, "finish_reason", _text, "a text", bad)
     vals["truncated"] = _checked(rec, "truncated", lambda v: v if isinstance(v, bool) else None, "true or false", bad)
     if vals["truncated"] is None and vals["finish_reason"] is not None:
