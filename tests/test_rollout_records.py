@@ -17,8 +17,8 @@ from mindspeed_profiler.core import formats
 from mindspeed_profiler.rollout import record_samples
 from mindspeed_profiler.rollout.checks import SAMPLE_KEYS
 
-BATCH_KEYS = ["type", "v", "role", "rank", "iteration", "stage", "samples", "dropped", "recorded_ns", "source", "clock",
-              "problems"]
+BATCH_KEYS = ["type", "v", "role", "rank", "run_id", "iteration", "stage", "samples", "dropped", "recorded_ns",
+              "source", "clock", "problems"]
 DOC = Path(__file__).resolve().parents[1] / "docs" / "rollout.md"
 
 
@@ -38,7 +38,14 @@ def read(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()]
 
 
-def test_file_layout_and_lines_as_documented(tmp_path, clean_state):
+@pytest.fixture
+def no_run_id(monkeypatch):
+    monkeypatch.setenv(formats.RUN_ID_ENV, "")   # restored after the test, also when start_run set it
+    for var in ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_file_layout_and_lines_as_documented(tmp_path, clean_state, no_run_id):
     p = make(tmp_path, rank=3)
     p.start()
     before = time.time_ns()
@@ -53,17 +60,27 @@ def test_file_layout_and_lines_as_documented(tmp_path, clean_state):
     assert [x["type"] for x in lines] == ["batch", "sample", "sample", "batch", "sample"]
     first = lines[0]
     assert list(first) == BATCH_KEYS
-    assert first == {"type": formats.SAMPLE_BATCH, "v": formats.SAMPLES_SCHEMA, "role": "actor", "rank": 3, "iteration": 1,
-                     "stage": "actor_generate", "samples": 2, "dropped": 0, "recorded_ns": first["recorded_ns"],
+    assert first == {"type": formats.SAMPLE_BATCH, "v": formats.SAMPLES_SCHEMA, "role": "actor", "rank": 3, "run_id": None,
+                     "iteration": 1, "stage": "actor_generate", "samples": 2, "dropped": 0, "recorded_ns": first["recorded_ns"],
                      "source": "dict", "clock": "wall", "problems": []}
     assert before <= first["recorded_ns"] <= time.time_ns()
     assert all(list(x) == list(SAMPLE_KEYS) for x in lines if x["type"] == "sample")
     assert [x["iteration"] for x in lines] == [1, 1, 1, 2, 2]
     # every key of the documented table is a key of the lines, and the other way round
-    documented = set(re.findall(r"^\| `(\w+)`(?:, `(\w+)`)?(?:, `(\w+)`)?", DOC.read_text(), re.M)[0])
     table = {k for row in re.findall(r"^\| ((?:`\w+`(?:, )?)+) \| (?:both|batch|sample) \|", DOC.read_text(), re.M)
              for k in re.findall(r"`(\w+)`", row)}
-    assert documented and table == set(BATCH_KEYS) | set(SAMPLE_KEYS)
+    assert table == set(BATCH_KEYS) | set(SAMPLE_KEYS)
+
+
+def test_the_batch_line_carries_the_run_id(tmp_path, clean_state, no_run_id):
+    from mindspeed_profiler import start_run
+
+    cfg = start_run(load_config({"integrated": {"profile_save_path": str(tmp_path)}, "metrics": {"enable": True}}))
+    p = IntegratedProfiler(cfg, role="actor", rank=0, world_size=1)
+    p.start()
+    p.record_samples(samples(1))
+    p.stop()
+    assert read(tmp_path / "samples" / "actor_rank0.jsonl")[0]["run_id"] == cfg.run_id is not None
 
 
 def test_records_with_profile_false_and_nothing_when_everything_is_off(tmp_path, clean_state, runtime_warnings):

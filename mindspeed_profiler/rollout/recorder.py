@@ -28,6 +28,7 @@ from mindspeed_profiler.core.state import STATE
 from mindspeed_profiler.core.warn import new_scope, warn_once
 from mindspeed_profiler.rollout.engines import CONVERTERS, CLOCK_NONE, Context
 from mindspeed_profiler.rollout.pull import DICT, Pulled, pull
+from mindspeed_profiler.runtime.manifest import resolve_run_id
 from mindspeed_profiler.runtime.ranks import resolve_rank
 
 CLOCKS = (None, "wall", "monotonic", "perf_counter")
@@ -75,6 +76,7 @@ class SampleRecorder(Observer):
         self.role = profiler.role
         self.rank = resolve_rank(profiler.rank, profiler.world_size)[0]
         self.path = Path(profiler.cfg.profile_save_path) / formats.SAMPLES_DIR / formats.samples_file_name(self.role, self.rank)
+        self.run_id = resolve_run_id(full)[0]   # keeps runs into one save path apart (None: nothing tells)
         self._configured = config_records(profiler.cfg, full)
         self._pending: list[tuple[Context, Pulled, int]] = []
         self._taken_in: int | None = None   # the iteration `_taken` counts items of
@@ -166,8 +168,8 @@ class SampleRecorder(Observer):
         if len(problems) > MAX_PROBLEMS:
             problems = problems[:MAX_PROBLEMS] + [f"... and {len(problems) - MAX_PROBLEMS} more problems"]
         return {"type": formats.SAMPLE_BATCH, "v": formats.SAMPLES_SCHEMA, "role": self.role, "rank": self.rank,
-                "iteration": ctx.iteration, "stage": ctx.stage, "samples": samples, "dropped": dropped,
-                "recorded_ns": ns, "source": source, "clock": clock, "problems": problems}
+                "run_id": self.run_id, "iteration": ctx.iteration, "stage": ctx.stage, "samples": samples,
+                "dropped": dropped, "recorded_ns": ns, "source": source, "clock": clock, "problems": problems}
 
     def _append(self, chunks: list[str], first_iteration: int) -> None:
         key = str(self.path.absolute())
