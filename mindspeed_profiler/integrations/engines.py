@@ -216,6 +216,8 @@ class EngineCapture(Observer):
 
     def begin(self) -> Session | None:
         """The stage's entry: the engine's capture started (None when skipped or failed)."""
+        if self.pending:   # a capture still open (num_steps not reached) would refuse this one's start
+            self.flush(final=True)
         p = self.profiler
         it = p.iteration
         call = self._calls[it] = self._calls.get(it, 0) + 1
@@ -266,11 +268,22 @@ class EngineCapture(Observer):
         self._finish(session, [])
 
     def flush(self, final: bool = False) -> None:
-        """Place the pending captures whose outputs are there (all of them when `final`)."""
+        """Place the pending captures whose outputs are there; when `final` (the profiler stops, or
+        the next capture begins), all of them, stopping an engine that has not stopped by itself."""
         for session in list(self.pending):
-            if final or self.driver.outputs(session.prefix):
+            if self.driver.outputs(session.prefix):
                 self.pending.remove(session)
                 self._finish(session, [])
+            elif final:
+                self.pending.remove(session)
+                session.meta["notes"].append(f"num_steps: {self.num_steps}: the engine had not stopped by itself when "
+                                             "the next capture began or the profiler stopped: stopped by stop_profile")
+                errors = []
+                try:
+                    settle(self.driver.stop(), self.loop, self.timeout_s)
+                except Exception as exc:
+                    errors.append(self._error("stop", session, exc))
+                self._finish(session, errors)
 
     def _finish(self, session: Session, errors: list[dict[str, Any]]) -> None:
         try:
