@@ -65,3 +65,38 @@ def test_truncated_from_finish_reason_when_not_given(tmp_path):
     p = tmp_path / "actor_rank0.jsonl"
     write(p, [batch_line(), sample_line("a", 1, 2, truncated=None, finish_reason="length")])
     assert read_samples(p).samples[0].truncated is True
+
+
+def test_hostile_values_are_read_as_null_or_skipped_never_raised(tmp_path):
+    from mindspeed_profiler.analysis.parsing import samples as mod
+
+    p = tmp_path / "actor_rank0.jsonl"
+    write(p, [batch_line(),
+              '{"type": "sample", "iteration": 3, "stage": "actor_generate", "id": "nan", "start_ns": 1, "end_ns": 2, '
+              '"queue_s": NaN, "response_tokens": true}',
+              sample_line("huge", 10**30, 20),
+              '{"type": "sample", "iteration": 3, "stage": "g", "id": "deep", "x": ' + "[" * 5000 + "]" * 5000 + "}",
+              '{"type": "sample", "iteration": 3, "stage": "g", "id": "long", "pad": "' + "x" * (mod.MAX_LINE_BYTES + 1) + '"}',
+              '{"type": "sample", "iteration": true, "stage": "g"}',
+              '{"type": "batch", "iteration": 1, "stage": ["x"]}'])
+    f = read_samples(p)
+    s = {x.id: x for x in f.samples}
+    assert set(s) == {"nan", "huge"}
+    assert s["nan"].queue_s is None and s["nan"].response_tokens is None and s["nan"].timed
+    assert s["huge"].start_ns is None and "start_ns" in s["huge"].problem and not s["huge"].timed
+    msgs = " | ".join(m for _, m in f.problems)
+    assert "queue_s nan" in msgs and "not valid JSON" in msgs and "bytes (at most" in msgs
+    assert "iteration True" in msgs and "stage ['x']" in msgs
+
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path):
+    import os
+
+    import pytest
+
+    from mindspeed_profiler.core.fileio import UnsafeFile
+
+    fifo = tmp_path / "actor_rank0.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(UnsafeFile):
+        read_samples(fifo)
