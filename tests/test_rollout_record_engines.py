@@ -225,3 +225,27 @@ def test_extraction_reads_only_recorded_names():
     assert set(re.findall(r"\bm\.(\w+)", source)) <= stats
     read = set(re.findall(r'meta\.get\("(\w+)"\)', Path(engines.__file__).read_text()))
     assert read and read <= META_INFO_KEYS
+
+
+def test_the_bound_counts_outputs_not_requests(prof, tmp_path, monkeypatch):
+    from mindspeed_profiler.core import formats
+
+    monkeypatch.setattr(formats, "MAX_SAMPLES_PER_ITERATION", 5)
+    outs = [request_output(f"r{i}", outputs=[completion(0), completion(1)]) for i in range(4)]   # 8 samples
+    assert prof.record_samples(outs) == 4
+    prof.stop()
+    batch, *rest = lines_of(tmp_path)
+    assert (batch["samples"], batch["dropped"], len(rest)) == (5, 3, 5)
+
+
+def test_a_call_that_cannot_be_converted_is_one_warning_and_the_others_are_written(prof, tmp_path, monkeypatch,
+                                                                                  runtime_warnings):
+    def broken(raws, ctx):
+        raise RuntimeError("converter bug")
+
+    monkeypatch.setitem(engines.CONVERTERS, "sglang", broken)   # the recorder's table (the same dict)
+    prof.record_samples([sglang_result(id="x", e2e_latency=1.0)])
+    prof.record_samples([{"id": "kept"}])
+    prof.stop()
+    assert [x.get("id") for x in lines_of(tmp_path)] == [None, "kept"]
+    assert runtime_warnings("could not be encoded and are dropped: RuntimeError: converter bug")

@@ -101,6 +101,21 @@ def test_a_profiler_not_running_records_nothing_and_says_so(tmp_path, clean_stat
     assert runtime_warnings("is not running")
 
 
+def test_an_iterable_that_raises_is_a_warning_not_an_error(tmp_path, clean_state, runtime_warnings):
+    def broken():
+        yield samples(1)[0]
+        raise OSError("stream closed")
+
+    p = make(tmp_path)
+    p.start()
+    assert p.record_samples(broken()) == 0
+    assert p.record_samples(samples(2)) == 2
+    p.stop()
+    assert runtime_warnings("record_samples failed for actor rank 0 (training goes on, these samples are not recorded): "
+                            "OSError: stream closed")
+    assert [x["samples"] for x in read(tmp_path / "samples" / "actor_rank0.jsonl") if x["type"] == "batch"] == [2]
+
+
 def test_the_bound_per_worker_and_iteration(tmp_path, clean_state, monkeypatch):
     monkeypatch.setattr(formats, "MAX_SAMPLES_PER_ITERATION", 5)
     p = make(tmp_path)

@@ -96,7 +96,7 @@ class SampleRecorder(Observer):
             warn_once((self._scope, "off"), "record_samples: %s rank %d has integrated.profile, dynamic, metrics and the "
                       "tracer all off: samples are not recorded (turn one on)", self.role, self.rank)
             return 0
-        if iteration is None:
+        if iteration is None or not profiler.running:   # not started, stopped, or a forked child's copy
             warn_once((self._scope, "idle"), "record_samples: the profiler of %s rank %d is not running (call start() "
                       "first): samples not recorded", self.role, self.rank)
             return 0
