@@ -57,10 +57,14 @@ class Session:
 
 
 def group_outputs(paths: list[Path], worker_of: Callable[[str], Worker | None]) -> dict[Worker, list[Path]]:
-    """Pure on names: the outputs by worker (names no rule recognises under UNKNOWN), in name order."""
+    """Pure on names: the outputs by worker, in name order. Names no rule recognises go with the
+    first recognised worker (a side file is not a capture of its own), under UNKNOWN when none is."""
     groups: dict[Worker, list[Path]] = {}
     for p in sorted(paths, key=lambda p: p.name):
         groups.setdefault(worker_of(p.name) or UNKNOWN, []).append(p)
+    if UNKNOWN in groups and len(groups) > 1:
+        strays = groups.pop(UNKNOWN)
+        groups[next(iter(groups))].extend(strays)
     return groups
 
 
@@ -76,7 +80,7 @@ def place(session: Session, outputs: list[Path], worker_of: Callable[[str], Work
     metas: list[dict[str, Any]] = []
     groups = group_outputs(outputs, worker_of)
     if not groups:
-        meta = _meta_for(session, UNKNOWN, errors)
+        meta = _meta_for(session, UNKNOWN, errors, files=False)
         meta["status"] = "failed"
         meta["errors"].append({"phase": "collect", "time": fileio.utc_now_iso(),
                                "error": f"no trace of this engine session (prefix {session.prefix!r}) found in "
@@ -117,14 +121,14 @@ def _free_dir(save_dir: Path, worker: str, suffix: str) -> Path:
     return made
 
 
-def _meta_for(session: Session, worker: Worker, errors: list[dict[str, Any]]) -> dict[str, Any]:
+def _meta_for(session: Session, worker: Worker, errors: list[dict[str, Any]], files: bool = True) -> dict[str, Any]:
     meta = {**session.meta, "errors": list(errors), "notes": list(session.meta["notes"])}
     meta["role"] = session.role + worker.role_suffix
     meta["rank"] = worker.rank if worker.rank is not None else session.rank
     engine = dict(meta["options"]["engine"])
     engine["worker"] = dict(worker.identity) or None
     meta["options"] = {**meta["options"], "engine": engine}
-    if worker is UNKNOWN:
+    if worker is UNKNOWN and files:
         meta["notes"].append("the engine's output names no worker: its rank here is the attaching worker's "
                              "(tp_rank when given)")
     if errors:

@@ -22,8 +22,10 @@ capture's metadata: training goes on.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -103,6 +105,15 @@ def call_selected(plan: Plan, stage: str, iteration: int) -> bool:
     """Pure: whether the profiler's plan captures this call of `stage` in `iteration` (stage mode:
     the plan's own per-call decision; `stage: all`: the iteration is a recorded one)."""
     return plan.records(iteration) if plan.continuous else plan.stage_call_recorded(stage, iteration)
+
+
+def session_prefix(text: str) -> str:
+    """Pure: a session's profile prefix, unique per capture (role, rank, step, call, pid, time):
+    letters, digits, '_' and '-' only (vLLM checks the prefix, validate_profile_prefix, whose rules
+    the snapshot does not record: keep to the safest), at most 160 characters (file names stay
+    under 255 bytes with vLLM's rank suffix and time)."""
+    safe = re.sub(r"[^A-Za-z0-9_\-]", "-", text)
+    return safe if len(safe) <= 160 else safe[:120] + "-" + hashlib.sha1(safe.encode()).hexdigest()[:12]
 
 
 def _check(name: str, value: Any, ok: bool, allowed: str) -> None:
@@ -229,7 +240,7 @@ class EngineCapture(Observer):
             return None
         rank = self.tp_rank if self.tp_rank is not None else p.rank
         head, tail = formats.worker_prefix(self.role, rank, it, it, call)
-        prefix = f"{head}{tail}_{os.getpid()}_{layout.time_token()}"
+        prefix = session_prefix(f"{head}{tail}_{os.getpid()}_{layout.time_token()}")
         session = Session(engine=self.engine, save_dir=layout.stage_dir(p.cfg.profile_save_path, self.stage_name),
                           role=self.role, rank=rank, iteration=it, call=call, host=layout.host_token(p.host),
                           prefix=prefix, raw_dir=self.driver.raw_dir(prefix), meta={}, started_ns=time.time_ns())

@@ -25,7 +25,9 @@ SGLANG = "sglang"
 TOOL = EngineTool(SGLANG, "SGLang's profiler")
 
 # profiler_manager.py:344-358 (the name's parts), :338 (the stage suffix with profile_by_stage)
-_TRACE_RE = re.compile(r"-TP-(\d+)(?:-DP-(\d+))?(?:-PP-(\d+))?(?:-EP-(\d+))?(?:-([A-Z][A-Z_]*))?\.trace\.json(?:\.gz)?$")
+# (and a memory snapshot `...-TP-<tp>-memory.pickle` with activity MEM: that name is not in the snapshot)
+_TRACE_RE = re.compile(r"-TP-(\d+)(?:-DP-(\d+))?(?:-PP-(\d+))?(?:-EP-(\d+))?(?:-([A-Z][A-Z_]*))?"
+                       r"(?:\.trace\.json(?:\.gz)?|-memory\.pickle)$")
 _ASCEND_RE = re.compile(r"_(\d+)_\d{17}_ascend_pt$")   # torch_npu's <host>_<pid>_<time>_ascend_pt
 ASCEND_NOTE = ("SGLang on Ascend runs torch_npu at a fixed Level1 with text export and names its directories "
                "without ranks (profiler_manager.py:245-254): profile_level and the rank are not the engine's")
