@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import shutil
 import queue
 import sys
 import tempfile
@@ -133,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
           f"meanwhile: {alone * 1e3:.1f} ms alone, {contended * 1e3:.1f} ms beside the writer "
           f"(+{(contended - alone) * 1e3:.1f} ms: the GIL)")
     prof.stop()
+    shutil.rmtree(save, ignore_errors=True)
     return 0
 
 

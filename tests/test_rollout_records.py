@@ -225,3 +225,15 @@ def test_the_public_and_mindspeed_rl_exports(tmp_path, clean_state):
     prof.stop()
     lines = read(tmp_path / "samples" / "actor_rollout_rank0.jsonl")
     assert lines[0]["role"] == "actor_rollout" and lines[0]["samples"] == 3
+
+
+def test_the_benchmark_runs(clean_state, capsys):
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_record_samples.py"
+    spec = importlib.util.spec_from_file_location("bench_record_samples", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "plain dicts" in out and "vLLM RequestOutputs" in out and "SGLang result dicts" in out
