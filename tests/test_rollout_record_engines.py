@@ -249,3 +249,15 @@ def test_a_call_that_cannot_be_converted_is_one_warning_and_the_others_are_writt
     prof.stop()
     assert [x.get("id") for x in lines_of(tmp_path)] == [None, "kept"]
     assert runtime_warnings("could not be encoded and are dropped: RuntimeError: converter bug")
+
+
+def test_vllm_metrics_of_the_wrong_type_are_reported(prof, tmp_path):
+    m = RequestStateStats(arrival_time=NOW - 2.0, queued_ts=MONO - 1.9, scheduled_ts="soon",
+                          first_token_ts=float("inf"), last_token_ts=MONO - 1.0)
+    prof.record_samples([request_output("w", metrics=m)])
+    prof.stop()
+    s = lines_of(tmp_path)[1]
+    assert s["first_token_ns"] is None and s["queue_s"] is None and s["prefill_s"] is None and s["decode_s"] is None
+    assert s["start_ns"] == ns(NOW - 2.0) and s["end_ns"] == ns(MONO - 1.0 + MONO_OFFSET)
+    assert s["problem"] == ("metrics.scheduled_ts: 'soon' (str) is not a number; "
+                            "metrics.first_token_ts: inf is not a finite number")

@@ -50,12 +50,14 @@ class Converted(NamedTuple):
     problems: list[str]
 
 
-def _engine_ts(name: str, value: Any, offset: float, problems: list[str]) -> float | None:
-    """An engine timestamp (0.0 means vLLM never set it) plus `offset`, or None."""
-    if value is None or (value == 0 and not isinstance(value, bool)):
-        return None
-    v = checks.number(name, value, problems)
-    return None if v is None else v + offset
+def _unset(value: Any) -> bool:
+    """None, or vLLM's 0.0 for a time that has not happened (RequestStateStats' defaults)."""
+    return value is None or (type(value) in (int, float) and value == 0)
+
+
+def _engine_ts(name: str, value: Any, problems: list[str]) -> float | None:
+    """An engine timestamp as a float in its own clock, or None (unset, or not a number)."""
+    return None if _unset(value) else checks.number(name, value, problems)
 
 
 def _diff(later: float | None, earlier: float | None) -> float | None:
@@ -75,13 +77,13 @@ def vllm_lines(raws: list[tuple[Any, ...]], ctx: Context) -> Converted:
         else:
             with_metrics += 1
             arrival, queued, scheduled, first_ts, last_ts = times
-            start = _engine_ts("metrics.arrival_time", arrival, 0.0, problems)   # already wall clock
-            q = _engine_ts("metrics.queued_ts", queued, 0.0, problems)
-            s = _engine_ts("metrics.scheduled_ts", scheduled, 0.0, problems)
-            f = _engine_ts("metrics.first_token_ts", first_ts, 0.0, problems)
-            e = _engine_ts("metrics.last_token_ts", last_ts, 0.0, problems)
-            unset = [name for name, v, raw in (("arrival_time", start, arrival), ("first_token_ts", f, first_ts),
-                                               ("last_token_ts", e, last_ts)) if v is None and raw in (None, 0)]
+            start = _engine_ts("metrics.arrival_time", arrival, problems)   # time.time(): wall clock already
+            q = _engine_ts("metrics.queued_ts", queued, problems)            # the others: engine monotonic
+            s = _engine_ts("metrics.scheduled_ts", scheduled, problems)
+            f = _engine_ts("metrics.first_token_ts", first_ts, problems)
+            e = _engine_ts("metrics.last_token_ts", last_ts, problems)
+            unset = [name for name, raw in (("arrival_time", arrival), ("first_token_ts", first_ts),
+                                            ("last_token_ts", last_ts)) if _unset(raw)]
             if unset:
                 problems.append(", ".join(f"metrics.{name}" for name in unset) + " not set")
             first = None if f is None else f + ctx.mono_offset
