@@ -370,7 +370,7 @@ def test_truncation(tmp_path):
     f, = [f for f in advisor.findings(_rollout_summary(tmp_path, [long_tail_batch(n=16, every=4)]))
           if f["id"] == "truncation"]
     assert f["evidence"]["truncated"] == 4 and f["evidence"]["truncated_share"] == 0.25
-    assert f["impact"] == pytest.approx(4 * 80 / (12 * 10 + 4 * 80), abs=1e-4) and f["docs"].endswith("#truncation")
+    assert f["impact"] == pytest.approx(0.5 * 4 * 80 / (12 * 10 + 4 * 80), abs=1e-4) and f["docs"].endswith("#truncation")
     few = [sample(i, 0, 10, 4, "length" if i == 0 else "stop") for i in range(16)]   # 1 of 16: 6%
     assert "truncation" not in _ids(_rollout_summary(tmp_path, [few]))
 

@@ -17,6 +17,7 @@ LONG_TAIL_SPREAD = 3.0            # the last sample ends 3x later than the media
 LONG_TAIL_MIN_SAMPLES = 4         # timed samples in the batch (fewer: no tail to speak of)
 TRUNCATED_SHARE = 0.10            # samples that stopped at their token limit / samples whose finish is known
 TRUNCATED_MIN_SAMPLES = 8
+TRUNCATION_IMPACT_WEIGHT = 0.5    # cut answers hurt the learning, they lose no time: ranked at half their time share
 QUEUE_SHARE = 0.20                # queue_s / (end - start), summed over a batch's samples with a queue_s
 QUEUE_MIN_SAMPLES = 4
 ANCHORS = {"long_tail_generation": "long-tail-generation", "truncation": "truncation", "engine_queueing": "engine-queueing"}
@@ -35,8 +36,9 @@ DOCS = {
     "truncation": dict(
         triggers=("10% or more of a batch's samples (8 or more whose finish is known) stopped at their token limit "
                   "(`finish_reason` `length`)"),
-        impact=("the truncated samples' share of the batch's generation time (`truncated_time_share`), else their "
-                "share of the samples"),
+        impact=("0.5 x the truncated samples' share of the batch's generation time (`truncated_time_share`), else "
+                "of their share of the samples (cut answers hurt the learning, not the time: it ranks below a "
+                "time finding of the same share)"),
         reads="`rollout_batches`"),
     "engine_queueing": dict(
         triggers=("the samples of a batch (4 or more with the engine's `queue_s`) spent 20% or more of their "
@@ -142,7 +144,7 @@ def truncation_findings(summary: dict) -> list[FindingArgs]:
         time_share = r.get("truncated_time_share")
         found.append(("truncation", f"{share:.0%} of the samples of {_where(r)} stopped at their token limit "
                                     f"({n_cut} of {known}, the longest {r.get('tokens_max')} tokens)",
-                      time_share if time_share is not None else share,
+                      TRUNCATION_IMPACT_WEIGHT * (time_share if time_share is not None else share),
                       {"table": "rollout_batches", "run_id": r.get("run_id"), "iteration": r.get("iteration"),
                        "stage": r.get("stage"), "truncated": n_cut, "truncated_share": share,
                        "truncated_time_share": time_share, "tokens_max": r.get("tokens_max")},
