@@ -349,6 +349,16 @@ def test_long_tail_generation_impact_is_a_share_of_the_iteration(tmp_path):
     assert f["evidence"]["iteration_source"] == "tracker_metrics timing_s/iteration"
 
 
+def test_long_tail_generation_iteration_from_the_timeline_without_the_tracker(tmp_path):
+    from samples_testutil import long_tail_batch
+
+    s = _rollout_summary(tmp_path, [long_tail_batch(n=16, every=8)])
+    s["timeline"] = {"iterations": [{"iteration": 1, "start_us": 0.0, "dur_us": 122_500.0}]}   # 0.1225 s
+    f, = advisor.long_tail_generation(s)
+    assert f["impact"] == pytest.approx(0.5) and f["evidence"]["iteration_source"] == "timeline_iterations dur_us"
+    assert "50% of the iteration" in f["title"]
+
+
 @pytest.mark.parametrize("n", [8, 64, 256])
 def test_no_long_tail_generation_for_lengths_spread_evenly(tmp_path, n):
     from samples_testutil import uniform_batch
