@@ -261,3 +261,21 @@ def test_vllm_metrics_of_the_wrong_type_are_reported(prof, tmp_path):
     assert s["start_ns"] == ns(NOW - 2.0) and s["end_ns"] == ns(MONO - 1.0 + MONO_OFFSET)
     assert s["problem"] == ("metrics.scheduled_ts: 'soon' (str) is not a number; "
                             "metrics.first_token_ts: inf is not a finite number")
+
+
+def test_what_the_recorder_writes_the_reader_reads_without_a_problem(prof, tmp_path):
+    """The writer against the analysis' reader (analysis/parsing/samples.py, another module's)."""
+    from mindspeed_profiler.analysis.parsing.samples import read_samples
+
+    m = RequestStateStats(arrival_time=NOW - 3.0, queued_ts=MONO - 2.9, scheduled_ts=MONO - 2.8,
+                          first_token_ts=MONO - 2.5, last_token_ts=MONO - 1.0)
+    prof.record_samples([request_output("a", metrics=m), request_output("b", outputs=[completion(0), completion(1)])])
+    prof.record_samples([sglang_result(id="s", e2e_latency=1.0, completion_tokens=5, finish_reason={"type": "length"}),
+                         {"id": "bad", "start": NOW - 1, "end": NOW - 5}, 42])
+    prof.stop()
+    read = read_samples(tmp_path / "samples" / "actor_rank0.jsonl")
+    assert read.problems == []
+    assert [b.source for b in read.batches] == ["vllm", "sglang", "dict"]
+    assert [s.id for s in read.samples] == ["a", "b/0", "b/1", "s", "bad"]
+    assert read.samples[0].first_token_ns == ns(MONO - 2.5 + MONO_OFFSET)
+    assert read.samples[-1].problem == "end is 4 s before start"
