@@ -207,6 +207,17 @@ def test_module_level_function_with_a_profiler_given(tmp_path, clean_state):
     assert (tmp_path / "samples" / "ref_rank0.jsonl").is_file()
 
 
+def test_module_level_function_with_a_stage_call_profiler(tmp_path, clean_state):
+    # what MindSpeed-style profiler_start(cfg, "actor_generate", profiler_iteration=N) returns: a StageShot
+    from mindspeed_profiler.integrations.mindspeed_api import StageShot
+
+    shot = StageShot(make(tmp_path), "actor_generate", 7)
+    assert record_samples(samples(2), profiler=shot) == 2
+    shot.step()                                                 # the stage call ends: its profiler stops, lines written
+    batch = read(tmp_path / "samples" / "actor_rank0.jsonl")[0]
+    assert (batch["iteration"], batch["samples"]) == (7, 2)
+
+
 def test_the_public_and_mindspeed_rl_exports(tmp_path, clean_state):
     from mindspeed_profiler.integrations import mindspeed_rl
     from mindspeed_profiler.integrations.mindspeed_rl import get_grpo_profiler, profiler_step
