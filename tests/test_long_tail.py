@@ -110,7 +110,7 @@ def test_problem_samples_and_corrupt_lines_are_reported_not_fatal(tmp_path):
     cap, = [c for c in summary["captures"] if c["kind"] == "samples"]
     assert code == 0 and cap["status"] == "ok"
     r, = cap["rollout"]["batches"]
-    assert (r["samples"], r["timed"], r["untimed"], r["lengths"]) == (10, 8, 2, 10)
+    assert (r["samples"], r["timed"], r["untimed"], r["known_lengths"]) == (10, 8, 2, 10)
     assert r["window_s"] == pytest.approx(0.08)   # the bad sample's 50 ms start is left out
     assert any("2 line(s) not read" in w for w in cap["warnings"])
     assert any("2 of 10 sample(s) with a problem" in w and "end_ns" in w for w in cap["warnings"])

@@ -109,7 +109,7 @@ def batch_rows(key: BatchKey, samples: list[Sample], dropped: int, top_n: int) -
                                                                      for s in timed if s.first_token_ns is not None]),
         queue_mean_s=q["queue_s"], prefill_mean_s=q["prefill_s"], decode_mean_s=q["decode_s"],
         queue_share=_share(sum(x for x, _ in queued), sum(d for _, d in queued)), queue_known=len(queued),
-        lengths=len(tokens), tokens_p50=nearest_rank(tokens, 0.5), tokens_p90=nearest_rank(tokens, 0.9),
+        known_lengths=len(tokens), tokens_p50=nearest_rank(tokens, 0.5), tokens_p90=nearest_rank(tokens, 0.9),
         tokens_p99=nearest_rank(tokens, 0.99), tokens_max=tokens[-1] if tokens else None,
         truncated=len(cut), truncation_known=len(judged), truncated_share=_share(len(cut), len(judged)), truncated_time_share=_share(cut_busy, busy))
     curve = [ROLLOUT_OCCUPANCY.row(**ident, t_s=t / NS, running=r, occupancy=r / n)
@@ -193,7 +193,7 @@ ROLLOUT_BATCHES = RowModel(
         Field("decode_mean_s", "s", "mean decode_s where given"),
         Field("queue_share", "share", "sum(queue_s) / sum(end - start) over the timed samples with a queue_s"),
         Field("queue_known", "count", "timed samples with a queue_s (queue_share is theirs)"),
-        Field("lengths", "count", "samples with a response length (problem samples included)"),
+        Field("known_lengths", "count", "samples with a response length (untimed ones included)"),
         Field("tokens_p50", "count", "response tokens, median (nearest rank)"),
         Field("tokens_p90", "count", "response tokens, 90th percentile"),
         Field("tokens_p99", "count", "response tokens, 99th percentile"),

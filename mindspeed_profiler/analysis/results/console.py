@@ -340,7 +340,7 @@ def _rollout(con: Console, summary: dict) -> None:
              str(r["untimed"]) if r["untimed"] else "", *(_ms(r[k] * 1e6) if r[k] is not None else "" for k in
                                                ("t50_s", "t90_s", "t100_s")),
              _pct(r["mean_occupancy"]), _ms(r["tail_lost_s"] * 1e6) if r["tail_lost_s"] is not None else "",
-             "/".join(str(r[k]) for k in ("tokens_p50", "tokens_p90", "tokens_max")) if r["lengths"] else "",
+             "/".join(str(r[k]) for k in ("tokens_p50", "tokens_p90", "tokens_max")) if r["known_lengths"] else "",
              _pct(r["truncated_share"])] for r in rs[:MAX_ROWS]]
     hidden = len(rs) - len(rows)
     con.print(_table("Rollout: the long tail per iteration and stage (docs/rollout.md)",
