@@ -73,21 +73,28 @@ class Bound:
 
 
 def some_work(n: int = 3) -> None:
-    """A few real ops for the CPU profiler to record (the engine's 'forward steps')."""
-    x = torch.randn(32, 32)
+    """A few real ops for the profiler to record (the engine's 'forward steps'), on the GPU when
+    there is one (a real engine's kernels), else on the CPU."""
+    x = torch.randn(32, 32, device="cuda" if torch.cuda.is_available() else "cpu")
     for _ in range(n):
         x = torch.relu(x @ x) / 32
+    if x.is_cuda:
+        torch.cuda.synchronize()
 
 
 class CpuTrace:
-    """A real torch.profiler session on the CPU (the only device here); `stop(paths)` writes its
-    Kineto JSON to every path given (one per fake worker: the same recording under each name)."""
+    """A real torch.profiler session, CPU activity (and CUDA where there is a GPU, as a real vLLM
+    worker records); `stop(paths)` writes its Kineto JSON to every path given (one per fake worker:
+    the same recording under each name)."""
 
     def __init__(self, **profile_kwargs: Any):
         kwargs = {k: v for k, v in profile_kwargs.items() if k in ("record_shapes", "profile_memory", "with_stack",
                                                                      "with_flops", "with_modules")}
         self.kwargs = kwargs
-        self.prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], **kwargs)
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        self.prof = torch.profiler.profile(activities=activities, **kwargs)
         self.prof.__enter__()
 
     def stop(self, paths: list[Path]) -> None:

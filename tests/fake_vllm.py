@@ -14,7 +14,7 @@ tests/test_engine_capture_fakes.py compares all of it with the snapshot.
 Behaviour, a small model of the real code: a start without a configured profiler fails, a second
 start fails (ProfilerAlreadyActiveError); profiler_kwargs are merged over the config's
 torch.profiler flags; stop writes, per worker, `<prefix>_dp<d>_pp0_tp<t>_dcp0_ep0_rank<g>.<ns>.pt.trace.json.gz`
-into `torch_profiler_dir` (a real Kineto trace recorded on the CPU, the same recording under each
+into `torch_profiler_dir` (a real Kineto trace, CPU activity plus CUDA on a GPU, the same recording under each
 worker's name), its `.profiler_out.txt`, and for AsyncLLM the frontend's
 `<prefix>_<host>_<pid>.async_llm.<ns>.pt.trace.json.gz`. `ascend=True` models vllm-ascend: the same API, and
 per worker a torch_npu directory `<trace name>_<pid>_<time>_ascend_pt/` (raw FRAMEWORK/ data) instead.

@@ -247,3 +247,21 @@ def test_bad_arguments_are_refused_with_what_is_allowed(tmp_path, vllm):
     with pytest.raises(ValueError, match=r"engine='localhost:30000' is not allowed: a URL"):
         attach_engine(prof, "localhost:30000")
     assert prof.observers == []
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU (the device tool's machine)")
+def test_a_cuda_trace_as_vllm_names_it_is_analysed_with_its_kernels(tmp_path, vllm):
+    """On a GPU the fake records CPU + CUDA activity, as a real vLLM worker does (no vLLM there
+    either: it is not installed and may not be): the engine's trace, named as vLLM 0.33.0 names it
+    and placed in our layout, is analysed with its kernels and device time."""
+    cfg, llm, prof = engine_capture(tmp_path, vllm, stage="actor_generate", profile_step_start=1, profile_step_end=2)
+    handle = attach_engine(prof, llm)
+    run(prof, 1, llm)
+    assert [m["status"] for m in handle.captures] == ["ok", "ok"]
+    summary, _ = analyse_directory(tmp_path, jobs=1, progress=False, html=False, write=False)
+    ours = [c for c in summary["captures"] if c.get("role") == "actor-vllm"]
+    assert len(ours) == 2 and all(c.get("error") is None for c in ours)
+    for c in ours:
+        assert c["top_kernels"], c.get("warnings")   # GPU kernels of the engine's forward steps
+        print("engine capture", c["path"], "kernels:", [k.get("name") for k in c["top_kernels"]][:3],
+              "device:", c.get("device"))
