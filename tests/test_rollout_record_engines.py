@@ -279,3 +279,20 @@ def test_what_the_recorder_writes_the_reader_reads_without_a_problem(prof, tmp_p
     assert [s.id for s in read.samples] == ["a", "b/0", "b/1", "s", "bad"]
     assert read.samples[0].first_token_ns == ns(MONO - 2.5 + MONO_OFFSET)
     assert read.samples[-1].problem == "end is 4 s before start"
+
+
+def test_numbers_of_numpy_and_torch_are_taken(prof, tmp_path):
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    prof.record_samples([{"id": np.int64(3), "prompt_tokens": np.int32(5), "response_tokens": torch.tensor(64),
+                          "start": np.float64(NOW - 2), "end": torch.tensor(NOW - 1, dtype=torch.float64),
+                          "max_tokens": np.int64(64), "policy_version": torch.tensor(2), "reward_s": np.float32(0.5)},
+                         {"id": "many", "response_tokens": torch.tensor([1, 2]), "start": torch.tensor([1.0, 2.0])}])
+    prof.stop()
+    a, b = lines_of(tmp_path)[1:]
+    assert (a["id"], a["prompt_tokens"], a["response_tokens"], a["policy_version"]) == ("3", 5, 64, 2)
+    assert (a["start_ns"], a["end_ns"], a["truncated"], a["reward_s"], a["problem"]) == (ns(NOW - 2), ns(NOW - 1), True,
+                                                                                         0.5, None)
+    assert b["response_tokens"] is None and b["start_ns"] is None
+    assert "response_tokens: tensor([1, 2]) (Tensor) is not a token count" in b["problem"]
+    assert "start: tensor([1., 2.]) (Tensor) is not a number" in b["problem"]

@@ -8,7 +8,7 @@ here raises for bad data.
 from __future__ import annotations
 
 import math
-from numbers import Real
+import operator
 from typing import Any
 
 from mindspeed_profiler.core import formats
@@ -30,22 +30,39 @@ DURATIONS = ("reward_s", "tool_s", "queue_s", "prefill_s", "decode_s")
 
 
 def number(name: str, value: Any, problems: list[str]) -> float | None:
-    """`value` as a finite float, else None with a problem (None stays None, silently)."""
+    """`value` as a finite float, else None with a problem (None stays None, silently). Numbers of
+    other libraries (a numpy scalar, a one-element tensor) are taken through their __float__."""
     if value is None:
         return None
     kind = type(value)
-    # float and int first: the ABC check below costs more than the rest of a sample's checks
-    if kind is not float and kind is not int and (isinstance(value, bool) or not isinstance(value, Real)):
-        problems.append(f"{name}: {_show(value)} is not a number")
-        return None
+    if kind is not float and kind is not int:   # the common types first: the checks below cost more
+        if kind is bool or isinstance(value, (str, bytes)) or not hasattr(kind, "__float__"):
+            problems.append(f"{name}: {_show(value)} is not a number")
+            return None
     try:
         value = float(value)
     except OverflowError:
         value = math.inf
+    except Exception:   # a tensor of many elements, a complex number, ...
+        problems.append(f"{name}: {_show(value)} is not a number")
+        return None
     if not math.isfinite(value):
         problems.append(f"{name}: {value} is not a finite number")
         return None
     return value
+
+
+def integer(value: Any) -> int | None:
+    """`value` as an int when it is an integer of any library (operator.index: numpy, torch), else
+    None; never a bool."""
+    if type(value) is int:
+        return value
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except Exception:
+        return None
 
 
 def wall_time(name: str, value: Any, now_s: float, problems: list[str]) -> float | None:
@@ -71,31 +88,35 @@ def count(name: str, value: Any, problems: list[str]) -> int | None:
     """A token count (an int from 0 to MAX_TOKENS), or None (with a problem when given but not one)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS:
+    n = integer(value)
+    if n is None or not 0 <= n <= MAX_TOKENS:
         problems.append(f"{name}: {_show(value)} is not a token count (an integer from 0 to {MAX_TOKENS})")
         return None
-    return int(value)
+    return n
 
 
 def text(name: str, value: Any, problems: list[str]) -> str | None:
     if value is None or isinstance(value, str):
         return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    n = integer(value)
+    if n is not None:
+        return str(n)
+    if type(value) is float:
         return str(value)
     problems.append(f"{name}: {_show(value)} is not text")
     return None
 
 
 def version(value: Any, problems: list[str]) -> int | None:
-    """The policy version: an int (a string of digits is taken as one), else None."""
+    """The policy version: an integer (a string of digits is taken as one), else None."""
     if value is None:
         return None
     if isinstance(value, str) and value.strip().isdigit():
         return int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
+    n = integer(value)
+    if n is None:
         problems.append(f"policy_version: {_show(value)} is not an integer")
-        return None
-    return int(value)
+    return n
 
 
 def ordered(start: float | None, first: float | None, end: float | None,
@@ -118,8 +139,9 @@ def truncated(finish_reason: str | None, response_tokens: int | None, max_tokens
     reason, response_tokens >= max_tokens when both are known; else None."""
     if finish_reason is not None:
         return finish_reason == "length"
-    if response_tokens is not None and isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens > 0:
-        return response_tokens >= max_tokens
+    limit = None if max_tokens is None else integer(max_tokens)
+    if response_tokens is not None and limit is not None and limit > 0:
+        return response_tokens >= limit
     return None
 
 
