@@ -1,4 +1,4 @@
-"""vLLM captures driven by our config (integrations/engines.py), against the fake vLLM 0.33.0
+"""vLLM captures driven by our config (engines/attach.py), against the fake vLLM 0.33.0
 (tests/fake_vllm.py: a fake, since vLLM needs a GPU; its LLM / AsyncLLM methods and its profiler
 config follow the signatures and fields recorded from the real release in
 mindspeed_profiler/data/vllm-0.33.0.json, checked in tests/test_engine_capture_fakes.py).
@@ -21,7 +21,7 @@ from fake_vllm import FakeVllm
 from profiler_testutil import meta_of, profile_config
 from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 from mindspeed_profiler.core import formats
-from mindspeed_profiler.integrations.engines import attach_engine, engine_profiler_args
+from mindspeed_profiler.engines.attach import attach_engine, engine_profiler_args
 from mindspeed_profiler.runtime.profiler import IntegratedProfiler
 
 STAGES = ("actor_generate", "actor_update")

@@ -15,8 +15,8 @@ import fake_sglang
 import fake_vllm
 from fake_engine_base import class_fields, same_signature
 from profiler_testutil import profile_config
-from mindspeed_profiler.integrations import sglang_engine, vllm_engine
-from mindspeed_profiler.integrations.engines import engine_profiler_args
+from mindspeed_profiler.engines import sglang_engine, vllm_engine
+from mindspeed_profiler.engines.attach import engine_profiler_args
 
 VLLM_METHODS = {  # the fake's attribute -> the real method recorded in the snapshot
     ("LLM", "__init__"): "vllm.entrypoints.llm.LLM.__init__",

@@ -1,4 +1,4 @@
-"""SGLang captures driven by our config (integrations/engines.py), against the fake SGLang 0.5.23
+"""SGLang captures driven by our config (engines/attach.py), against the fake SGLang 0.5.23
 (tests/fake_sglang.py: a fake, since SGLang needs a GPU; its Engine methods and ProfileReq fields
 follow the signatures recorded from the real release in mindspeed_profiler/data/sglang-0.5.23.json,
 checked in tests/test_engine_capture_fakes.py). Our own profiler runs the `markers` backend: the
@@ -16,9 +16,9 @@ from profiler_testutil import profile_config
 from test_engine_capture import run
 from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 from mindspeed_profiler.core import formats
-from mindspeed_profiler.integrations.engine_outputs import Session, place
-from mindspeed_profiler.integrations.engines import attach_engine, engine_profiler_args
-from mindspeed_profiler.integrations.sglang_engine import worker_of
+from mindspeed_profiler.engines.outputs import Session, place
+from mindspeed_profiler.engines.attach import attach_engine, engine_profiler_args
+from mindspeed_profiler.engines.sglang_engine import worker_of
 from mindspeed_profiler.runtime.profiler import IntegratedProfiler
 
 START = "sglang.srt.entrypoints.engine.Engine.start_profile"

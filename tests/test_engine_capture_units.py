@@ -1,5 +1,5 @@
-"""The pure pieces of the engine captures (integrations/engines.py, engine_outputs.py,
-engine_notes.py, vllm_engine.py, sglang_engine.py, engine_io.py): the selection decision, session
+"""The pure pieces of the engine captures (engines/: attach.py, outputs.py,
+notes.py, vllm_engine.py, sglang_engine.py, calls.py): the selection decision, session
 prefixes, grouping outputs by worker, the notes for what each engine cannot honour, settling a
 coroutine, a POST's errors. No engine (and no fake) is needed here.
 """
@@ -13,10 +13,10 @@ import pytest
 from fake_engine_base import FakeServer
 from profiler_testutil import profile_config
 from mindspeed_profiler.capture.schedule import make_plan
-from mindspeed_profiler.integrations import sglang_engine, vllm_engine
-from mindspeed_profiler.integrations.engine_io import is_pending, post_json, settle
-from mindspeed_profiler.integrations.engine_outputs import UNKNOWN, group_outputs
-from mindspeed_profiler.integrations.engines import call_selected, engine_kind, session_prefix
+from mindspeed_profiler.engines import sglang_engine, vllm_engine
+from mindspeed_profiler.engines.calls import is_pending, post_json, settle
+from mindspeed_profiler.engines.outputs import UNKNOWN, group_outputs
+from mindspeed_profiler.engines.attach import call_selected, engine_kind, session_prefix
 
 
 def test_call_selected_is_the_plans_decision():

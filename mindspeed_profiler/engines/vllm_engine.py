@@ -18,9 +18,9 @@ from typing import Any
 
 from mindspeed_profiler.backends.torch import profile_options
 from mindspeed_profiler.core.capture_options import KEYWORDS, CaptureSettings
-from mindspeed_profiler.integrations.engine_io import post_json
-from mindspeed_profiler.integrations.engine_notes import EngineTool, flag_note, shared_notes
-from mindspeed_profiler.integrations.engine_outputs import Worker
+from mindspeed_profiler.engines.calls import post_json
+from mindspeed_profiler.engines.notes import EngineTool, flag_note, shared_notes
+from mindspeed_profiler.engines.outputs import Worker
 
 VLLM = "vllm"
 VLLM_ASCEND = "vllm-ascend"
@@ -104,7 +104,7 @@ def notes(cfg: CaptureSettings, *, ascend: bool = False, warmup_steps: int = 0) 
 
 class VllmDriver:
     """Starts and stops one vLLM engine's captures: an LLM / LLMEngine (sync), an AsyncLLM (its
-    coroutines are returned, for the caller to settle: engine_io.settle), or a server URL (POST
+    coroutines are returned, for the caller to settle: engines/calls.settle), or a server URL (POST
     /start_profile, /stop_profile, bounded by `timeout_s`)."""
 
     ascend_note = ("vllm-ascend runs torch_npu at a fixed Level1 (torch_npu_profiler.py:51): profile_level is "

@@ -17,9 +17,9 @@ from typing import Any
 
 from mindspeed_profiler.backends.torch import profile_options
 from mindspeed_profiler.core.capture_options import CaptureSettings
-from mindspeed_profiler.integrations.engine_io import post_json
-from mindspeed_profiler.integrations.engine_notes import EngineTool, flag_note, shared_notes
-from mindspeed_profiler.integrations.engine_outputs import Worker
+from mindspeed_profiler.engines.calls import post_json
+from mindspeed_profiler.engines.notes import EngineTool, flag_note, shared_notes
+from mindspeed_profiler.engines.outputs import Worker
 
 SGLANG = "sglang"
 TOOL = EngineTool(SGLANG, "SGLang's profiler")

@@ -13,7 +13,7 @@ The handle is an observer (capture/observers.py) of the profiler: a stage call i
 profiler's plan (capture/schedule.Plan: the step window, `stage`) and its rank gates select it, the
 same decision the profiler makes for its own captures. The engine starts at the stage's entry and
 stops at its exit (SGLang with `num_steps`: by itself); what it wrote is placed in our layout, one
-capture per engine worker (engine_outputs.py), with our metadata: role `<role>-<engine>[-r<replica>]`,
+capture per engine worker (engines/outputs.py), with our metadata: role `<role>-<engine>[-r<replica>]`,
 the engine worker's rank, the step, the stage, `options.engine` (name, version, replica, tp_rank,
 the worker's parallel ranks, what was requested) and a note for every option the engine cannot
 honour. An engine failure (an exception, an HTTP error, a timeout) is a warning and a failed
@@ -38,10 +38,10 @@ from mindspeed_profiler.capture.stages import check_stage_name
 from mindspeed_profiler.core import fileio, formats
 from mindspeed_profiler.core.state import STATE
 from mindspeed_profiler.core.warn import warn_once
-from mindspeed_profiler.integrations.engine_io import is_pending, settle
-from mindspeed_profiler.integrations.engine_outputs import Session, engine_dir, is_ascend_dir, place
-from mindspeed_profiler.integrations.sglang_engine import SGLANG, SglangDriver, server_env
-from mindspeed_profiler.integrations.vllm_engine import VLLM, VLLM_ASCEND, VllmDriver, profiler_config
+from mindspeed_profiler.engines.calls import is_pending, settle
+from mindspeed_profiler.engines.outputs import Session, engine_dir, is_ascend_dir, place
+from mindspeed_profiler.engines.sglang_engine import SGLANG, SglangDriver, server_env
+from mindspeed_profiler.engines.vllm_engine import VLLM, VLLM_ASCEND, VllmDriver, profiler_config
 from mindspeed_profiler.runtime.manifest import capture_metadata, split_config
 from mindspeed_profiler.runtime.megatron import parallel_layout, parallel_selected
 
@@ -143,7 +143,7 @@ def attach_engine(profiler: Any, engine: Any, *, stage: str = DEFAULT_STAGE, rep
     `profile_by_stage`: SGLang traces prefill and decode apart. `in_process`: the engine's workers
     run in this process (MindSpeed-RL's integrated mode): skipped while our own capture records
     there (one torch profiler per process; that capture already holds the engine's ops). `loop`:
-    the event loop an AsyncLLM runs on (engine_io.settle); `timeout_s`: the most one call may take.
+    the event loop an AsyncLLM runs on (engines/calls.settle); `timeout_s`: the most one call may take.
     Bad arguments are a ValueError naming the argument, its value and what is allowed."""
     name = engine_kind(engine, kind)
     check_stage_name(stage)
