@@ -265,3 +265,18 @@ def test_a_cuda_trace_as_vllm_names_it_is_analysed_with_its_kernels(tmp_path, vl
         assert c["top_kernels"], c.get("warnings")   # GPU kernels of the engine's forward steps
         print("engine capture", c["path"], "kernels:", [k.get("name") for k in c["top_kernels"]][:3],
               "device:", c.get("device"))
+
+
+@pytest.mark.skipif(not hasattr(IntegratedProfiler, "attach_engine"),
+                    reason="IntegratedProfiler.attach_engine is added at integration (runtime/profiler.py)")
+def test_prof_attach_engine_is_the_same_call(tmp_path, vllm):
+    """`prof.attach_engine(engine, **kw)` (the issue's spelling) hands over to engines.attach."""
+    cfg, llm, prof = engine_capture(tmp_path, vllm, stage="actor_generate", profile_step_start=1, profile_step_end=2)
+    handle = prof.attach_engine(llm, replica=2)
+    assert handle in prof.observers and handle.role == "actor-vllm-r2"
+    run(prof, 1, llm)
+    assert [m["status"] for m in handle.captures] == ["ok", "ok"]
+    import mindspeed_profiler
+    if hasattr(mindspeed_profiler, "attach_engine"):   # the package-root exports, once added
+        assert mindspeed_profiler.attach_engine is attach_engine
+        assert mindspeed_profiler.engine_profiler_args is engine_profiler_args
