@@ -1,5 +1,7 @@
 """End to end: the GRPO and DPO examples train on a real local Ray cluster with profiling on, and the
-analysis reads what they wrote. Slow (about 40 s each): run with `./run test -m slow`."""
+analysis reads what they wrote; their samples are recorded, and `grpo.long_tail_every=8` makes the
+advisor's long_tail_generation finding, whose capacity figure equals a recomputation from the raw
+sample records (without the knob: no such finding). Slow (about 40 s each): `./run test -m slow`."""
 from __future__ import annotations
 
 import json
@@ -11,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT
+from test_long_tail import recompute   # docs/rollout.md's long-tail definitions on the raw JSON lines
 pytestmark = pytest.mark.slow
+
+LONG_TAIL_TOKENS = 64   # grpo.yaml's long_tail_tokens
 
 
 def _run(module: str, tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
@@ -20,6 +25,15 @@ def _run(module: str, tmp_path: Path, *overrides: str) -> subprocess.CompletedPr
     out = subprocess.run([sys.executable, "-m", module, *overrides], cwd=REPO_ROOT, env=env, capture_output=True,
                          text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out
+
+
+def _sample_lines(save: Path) -> dict[tuple[str, int], list[dict]]:
+    """(role, rank) -> the sample lines of its samples/<role>_rank<R>.jsonl (json, not our reader)."""
+    out = {}
+    for path in sorted((save / "samples").glob("*_rank*.jsonl")):
+        role, _, rank = path.stem.rpartition("_rank")
+        out[(role, int(rank))] = [r for r in map(json.loads, path.read_text().splitlines()) if r["type"] == "sample"]
     return out
 
 
@@ -56,6 +70,44 @@ def test_grpo_example_profiled_and_analysed(tmp_path):
     # without grpo.straggler_* the two actor ranks are late in turn: the advisor names no straggler
     # (tests/test_metrics_tracker.py runs it with the knob, and the straggler is named)
     assert "straggler" not in [f["id"] for f in summary["findings"]], summary["findings"]
+    # each actor rank recorded its 16 samples per iteration, each stopped by its END or at response_len
+    # (10); their natural lengths have no long tail (test_grpo_long_tail_knob has one)
+    samples = _sample_lines(save)
+    assert sorted(samples) == [("actor", 0), ("actor", 1)]
+    for lines in samples.values():
+        assert [sum(r["iteration"] == it for r in lines) for it in (1, 2, 3, 4)] == [16] * 4
+        assert all(1 <= r["response_tokens"] <= 10 and r["finish_reason"] in ("stop", "length") for r in lines)
+    assert "long_tail_generation" not in [f["id"] for f in summary["findings"]], summary["findings"]
+
+
+def test_grpo_long_tail_knob(tmp_path):
+    """`grpo.long_tail_every=8`: samples 0 and 8 of each actor rank's 16 run to 64 tokens; the advisor
+    finds the long tail in every iteration, and its capacity figure (tail_lost_s, and its share of the
+    iteration) equals a recomputation from the raw sample records."""
+    save, iterations = tmp_path / "prof", 3
+    _run("examples.grpo.train_grpo", tmp_path, f"grpo.iterations={iterations}", "grpo.long_tail_every=8",
+         "profiler_config.integrated.profile=false", f"profiler_config.integrated.profile_save_path={save}")
+    for (role, rank), lines in _sample_lines(save).items():
+        for r in lines:
+            tail = r["id"] in ("0", "8")
+            assert (r["response_tokens"], r["finish_reason"]) == (LONG_TAIL_TOKENS, "length") if tail \
+                else r["response_tokens"] <= 10, (role, rank, r)
+    summary = json.loads((save / "analysis" / "summary.json").read_text())
+    found = [f for f in summary["findings"] if f["id"] == "long_tail_generation"]
+    assert len(found) == 1, summary["findings"]
+    ev = found[0]["evidence"]
+    assert ev["stage"] == "actor_generate" and ev["n_iterations"] == ev["of_iterations"] == iterations
+    want = recompute(save / "samples")[(ev["iteration"], "actor_generate")]
+    assert want["timed"] == ev["samples"] == 32
+    assert ev["tail_lost_s"] == pytest.approx(want["tail_lost_s"], rel=1e-9)
+    assert ev["mean_occupancy"] == pytest.approx(want["mean_occupancy"], rel=1e-9)
+    assert ev["t50_s"] == pytest.approx(want["t50_s"]) and ev["t100_s"] == pytest.approx(want["t100_s"])
+    # the impact: that capacity over the iteration's wall time (the slowest worker's timing_s/iteration)
+    it_s = max(json.loads(line)["timing_s/iteration"] for path in (save / "metrics").glob("*.jsonl")
+               for line in path.read_text().splitlines() if json.loads(line)["iteration"] == ev["iteration"])
+    assert ev["iteration_s"] == pytest.approx(it_s) and found[0]["impact"] == pytest.approx(want["tail_lost_s"] / it_s)
+    print(f"long tail: {want['tail_lost_s']:.4f} s lost of a {want['window_s']:.4f} s window "
+          f"(occupancy {want['mean_occupancy']:.0%}), {found[0]['impact']:.0%} of the iteration's {it_s:.3f} s")
 
 
 def test_dpo_example_warmup_semantic(tmp_path):
@@ -69,6 +121,9 @@ def test_dpo_example_warmup_semantic(tmp_path):
     for m in metas:
         assert m["steps"] == [3] or m["steps"] == [3, 3]
         assert m["warmup_steps"] == 1
+    # the rejected responses are the actor ranks' own samples: 8 per rank per iteration, recorded
+    for lines in _sample_lines(save).values():
+        assert [sum(r["iteration"] == it for r in lines) for it in (1, 2, 3, 4)] == [8] * 4
 
 
 def test_failed_run_still_exports_open_captures(tmp_path):

@@ -12,7 +12,7 @@ import torch
 from examples.common import generation, task
 from examples.common.rl_math import (dpo_loss, group_advantages, grpo_loss, response_mask, sequence_log_probs,
                                      token_log_probs)
-from examples.common.trainer import check_long_tail
+from examples.common.trainer import check_generation
 
 END = task.END
 
@@ -68,25 +68,27 @@ def test_padding_after_the_end_changes_no_loss():
     assert float(sequence_log_probs(logp, mask)[0]) == pytest.approx(float(logp[0, 2] + logp[0, 3]))
 
 
-def test_counting_task_ends_each_block():
-    prompts = torch.tensor([[1, 2, 3], [4, 5, 6], [2, 3, 4], [5, 6, 7]])   # last token 3, 6, 4, 7 (mod 4: 3, 2, 0, 3)
-    assert task.successor(torch.tensor([3, 4, 30, 31])).tolist() == [END, 5, 31, END]
-    right, lengths = task.answers(prompts, 5)
-    assert lengths.tolist() == [1, 2, 4, 1]
-    assert right.tolist() == [[END] * 5, [7, END, END, END, END], [5, 6, 7, END, END], [END] * 5]
+def test_counting_task_ends_at_the_next_blocks_end():
+    # last prompt token 3, 6, 4, 7 (mod 4: 3, 2, 0, 3): count through the end of the next block, then END
+    prompts = torch.tensor([[1, 2, 3], [4, 5, 6], [2, 3, 4], [5, 6, 7]])
+    # END after a block's last token only once the answer has 4 tokens (response position k >= 4)
+    assert task.successor(torch.tensor([[3, 7, 4, 3, 31]])).tolist() == [[4, 8, 5, 4, END]]
+    right, lengths = task.answers(prompts, task.LONGEST_ANSWER)
+    assert lengths.tolist() == [5, 6, 8, 5]
+    assert right.tolist() == [[4, 5, 6, 7, END, END, END, END], [7, 8, 9, 10, 11, END, END, END],
+                              [5, 6, 7, 8, 9, 10, 11, END], [8, 9, 10, 11, END, END, END, END]]
     assert task.reward(prompts, right, lengths).tolist() == [1.0, 1.0, 1.0, 1.0]
-    # the padding after a response's end is ignored
     junk = right.clone()
-    junk[1, 2:] = 9
+    junk[1, 6:] = 9                                        # the padding after a response's end is ignored
     assert float(task.reward(prompts[1:2], junk[1:2], lengths[1:2])) == 1.0
 
 
 def test_counting_reward_partial_credit():
-    prompts = torch.tensor([[2, 3, 4]])                    # the right answer: 5 6 7 END (4 tokens)
+    prompts = torch.tensor([[1, 2, 3]])                    # the right answer: 4 5 6 7 END (5 tokens)
     r = lambda resp, n: float(task.reward(prompts, torch.tensor([resp]), torch.tensor([n])))
-    assert r([5, 6, END, END], 3) == pytest.approx(2 / 4)   # stopped one token early: END where 7 belongs
-    assert r([5, 6, 7, 8, 9, 10, 11, 12], 8) == pytest.approx(3 / 8)   # never stops: nothing past the block
-    assert r([5, 0, 1, END], 4) == pytest.approx(2 / 4)     # 0 after 5 is wrong, 1 after 0 is right, END after 1 is not
+    assert r([4, 5, 6, END, END], 4) == pytest.approx(3 / 5)             # stopped early: END where 7 belongs
+    assert r([4, 5, 6, 7, 8, 9, 10, 11, 12, 13], 10) == pytest.approx(4 / 10)   # never stops: nothing past the end
+    assert r([4, 0, 1, 2, 3], 5) == pytest.approx(4 / 5)    # 0 after 4 is wrong; each later token follows its own
     assert r([END], 1) == 0.0
 
 
@@ -156,17 +158,18 @@ def test_decode_rejects_a_plan_for_another_batch():
 
 
 @pytest.mark.parametrize("settings, words", [
-    ({"long_tail_every": -1}, ["grpo.long_tail_every=-1", ">= 0"]),
+    ({"long_tail_every": -1}, ["grpo.long_tail_every=-1", "from 0 to"]),
     ({"long_tail_every": True}, ["grpo.long_tail_every=True"]),
-    ({"long_tail_every": 8, "long_tail_tokens": 0}, ["grpo.long_tail_tokens=0", "1 to 4096"]),
+    ({"long_tail_every": 8, "long_tail_tokens": 0}, ["grpo.long_tail_tokens=0", "from 1 to 4096"]),
     ({"long_tail_tokens": 2.5}, ["grpo.long_tail_tokens=2.5"]),
+    ({"sft_steps": "20"}, ["grpo.sft_steps='20'", "from 0 to"]),
 ])
-def test_long_tail_knobs_checked(settings, words):
+def test_generation_knobs_checked(settings, words):
     with pytest.raises(ValueError) as err:
-        check_long_tail(settings, "grpo")
+        check_generation(settings, "grpo")
     assert all(w in str(err.value) for w in words), err.value
 
 
-def test_long_tail_knobs_accepted():
-    check_long_tail({}, "grpo")
-    check_long_tail({"long_tail_every": 8, "long_tail_tokens": 64}, "dpo")
+def test_generation_knobs_accepted():
+    check_generation({}, "grpo")   # all off
+    check_generation({"long_tail_every": 8, "long_tail_tokens": 64, "sft_steps": 20}, "dpo")

@@ -24,6 +24,11 @@ def sequence_log_probs(logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.where(mask > 0, logp, 0.0).sum(-1)   # selected, not multiplied: padding's values never leak
 
 
+def sft_loss(logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Supervised fine-tuning: minus the mean log-probability of the masked (response) tokens."""
+    return -torch.where(mask > 0, logp, 0.0).sum() / mask.sum().clamp(min=1)
+
+
 def group_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-6) -> torch.Tensor:
     """GRPO's group-normalised advantage: (r - mean(group)) / (std(group) + eps), per sample."""
     g = rewards.view(-1, group_size)

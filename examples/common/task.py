@@ -1,9 +1,11 @@
-"""A tiny verifiable task for the examples: continue a count to the end of its block, then stop.
+"""A tiny verifiable task for the examples: continue a count to the end of the next block, then stop.
 
-The prompt counts up (mod VOCAB); the answer continues the count up to the next token t with
-t % STOP_EVERY == STOP_EVERY - 1, then says END. Answers are 1 to STOP_EVERY tokens long (END
+The prompt counts up (mod VOCAB) in blocks of STOP_EVERY (a block ends at a token t with
+t % STOP_EVERY == STOP_EVERY - 1); the answer continues the count at least STOP_EVERY tokens, to the
+end of a block, then says END. Answers are STOP_EVERY + 1 to 2 x STOP_EVERY tokens long (END
 included), spread evenly over the prompts, so the responses have variable lengths like a real
-model's. Small enough to learn on a CPU in a few iterations, so the examples show reward going up
+model's; never a very short one, so that the natural lengths have no long tail (the examples'
+long-tail knob makes one). Small enough to learn on a CPU in a few iterations, so the examples show reward going up
 while the profiler and tracer watch. The reward is rule-based, like MindSpeed-RL's verifier functions.
 """
 from __future__ import annotations
@@ -15,6 +17,7 @@ END = VOCAB             # the end-of-response token
 PAD = END               # fills a row after its sample's end (masked out of rewards, log-probs and losses)
 VOCAB_SIZE = VOCAB + 1  # the model's vocabulary: the alphabet and END
 STOP_EVERY = 4          # a block of the count: an answer ends after the block's last token
+LONGEST_ANSWER = 2 * STOP_EVERY   # tokens, END included
 
 
 def make_prompts(batch: int, prompt_len: int, generator: torch.Generator) -> torch.Tensor:
@@ -24,8 +27,12 @@ def make_prompts(batch: int, prompt_len: int, generator: torch.Generator) -> tor
 
 
 def successor(prev: torch.Tensor) -> torch.Tensor:
-    """The right token after each token: END after a block's last token, else the next count."""
-    return torch.where(prev % STOP_EVERY == STOP_EVERY - 1, torch.full_like(prev, END), (prev + 1) % VOCAB)
+    """The right token at each response position k (the columns) after the token `prev` before it:
+    END after a block's last token once the answer has STOP_EVERY tokens (k >= STOP_EVERY), else the
+    next count."""
+    k = torch.arange(prev.shape[-1])
+    stop = (prev % STOP_EVERY == STOP_EVERY - 1) & (k >= STOP_EVERY)
+    return torch.where(stop, torch.full_like(prev, END), (prev + 1) % VOCAB)
 
 
 def length_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
@@ -34,8 +41,8 @@ def length_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
 
 
 def answer_lengths(prompts: torch.Tensor) -> torch.Tensor:
-    """[B] the right response's length for each prompt: the rest of the block's count, then END."""
-    return (STOP_EVERY - 1 - prompts[:, -1]) % STOP_EVERY + 1
+    """[B] the right response's length for each prompt: the rest of the block, the next block, END."""
+    return (STOP_EVERY - 1 - prompts[:, -1]) % STOP_EVERY + STOP_EVERY + 1
 
 
 def reward(prompts: torch.Tensor, responses: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -53,23 +53,25 @@ def check_straggler(settings: dict[str, Any], ranks: int, section: str) -> None:
 
 LONG_TAIL_MAX_TOKENS = 4096   # the model gets a position per token: a bound on its size
 LONG_TAIL_TOKENS = 64         # long_tail_tokens when a config does not say
+SFT_MAX_STEPS = 10_000
+# the generation settings a trainer section may leave out: their defaults (off)
+GENERATION_DEFAULTS = {"long_tail_every": 0, "long_tail_tokens": LONG_TAIL_TOKENS, "sft_steps": 0}
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _check_whole(settings: dict[str, Any], section: str, key: str, lo: int, hi: int, meaning: str) -> None:
+    value = settings.get(key, GENERATION_DEFAULTS[key])
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ValueError(f"{section}.{key}={value!r} must be a whole number from {lo} to {hi} ({meaning})")
 
 
-def check_long_tail(settings: dict[str, Any], section: str) -> None:
-    """`long_tail_every` (K >= 0; 0: off) and `long_tail_tokens` (T, 1 to LONG_TAIL_MAX_TOKENS): one
-    sample in K of each actor rank's batch ignores the end token and runs to T tokens
-    (generation.plan)."""
-    every, tokens = settings.get("long_tail_every", 0), settings.get("long_tail_tokens", LONG_TAIL_TOKENS)
-    if not _is_int(every) or every < 0:
-        raise ValueError(f"{section}.long_tail_every={every!r} must be a whole number >= 0 "
-                         f"(one sample in that many runs to {section}.long_tail_tokens; 0: off)")
-    if not _is_int(tokens) or not 1 <= tokens <= LONG_TAIL_MAX_TOKENS:
-        raise ValueError(f"{section}.long_tail_tokens={tokens!r} must be a whole number of tokens from 1 to "
-                         f"{LONG_TAIL_MAX_TOKENS} (the long-tail samples' length)")
+def check_generation(settings: dict[str, Any], section: str) -> None:
+    """`long_tail_every` (K; 0: off) and `long_tail_tokens` (T): one sample in K of each actor rank's
+    batch ignores the end token and runs to T tokens (generation.plan); `sft_steps`: the actors'
+    supervised warm start (workers.ActorWorker.warm_start; 0: none)."""
+    _check_whole(settings, section, "long_tail_every", 0, 1_000_000,
+                 f"one sample in that many runs to {section}.long_tail_tokens; 0: off")
+    _check_whole(settings, section, "long_tail_tokens", 1, LONG_TAIL_MAX_TOKENS, "the long-tail samples' length")
+    _check_whole(settings, section, "sft_steps", 0, SFT_MAX_STEPS, "supervised steps before training; 0: none")
 
 
 def check_even_shards(items: int, what: str, ranks: int, section: str) -> None:
@@ -261,12 +263,12 @@ def run_trainer(trainer_cls: type[Trainer], config_path: str | Path, overrides: 
     n_actors = int(settings["actor_ranks"])
     check_even_shards(int(settings[trainer_cls.batch_key]), trainer_cls.batch_key, n_actors, trainer_cls.section)
     check_straggler(settings, n_actors, trainer_cls.section)
-    check_long_tail(settings, trainer_cls.section)
-    # what every worker needs: the model, the sequence lengths, the straggler and the long tail made on
-    # purpose (if any)
+    check_generation(settings, trainer_cls.section)
+    # what every worker needs: the model, the sequence lengths, the warm start, the straggler and the
+    # long tail made on purpose (if any)
     model = dict(settings["model"], prompt_len=settings["prompt_len"], response_len=settings["response_len"],
                  straggler_rank=settings.get("straggler_rank"), straggler_ms=settings.get("straggler_ms", 0),
-                 long_tail_every=settings.get("long_tail_every", 0), long_tail_tokens=settings.get("long_tail_tokens", LONG_TAIL_TOKENS))
+                 **{k: settings.get(k, v) for k, v in GENERATION_DEFAULTS.items()})
     trainer = trainer_cls(settings)
     history: list[dict[str, float]] = []
     wall = 0.0
@@ -276,8 +278,9 @@ def run_trainer(trainer_cls: type[Trainer], config_path: str | Path, overrides: 
             actors = cluster.group(trainer.actor_cls, n_actors, model, seed=settings["seed"])
             ref = cluster.group(trainer.ref_cls, 1, model, seed=settings["seed"])[0]
             cluster.sync_clocks()
-            # the reference starts as a copy of the initial policy
-            cluster.get(ref.set_weights.remote(actors[0].get_weights.remote()))
+            # the reference and every actor rank start as a copy of actor rank 0's initial (warm-started) policy
+            weights = actors[0].get_weights.remote()
+            cluster.get([w.set_weights.remote(weights) for w in actors[1:] + [ref]])
             t_start = time.perf_counter()
             for it in range(1, int(settings["iterations"]) + 1):
                 t0 = time.perf_counter()

@@ -14,7 +14,7 @@ import torch
 
 from examples.common import generation, task
 from examples.common.mcore_cpu import build_gpt, causal_mask, group_store, init_megatron
-from examples.common.rl_math import dpo_loss, grpo_loss, response_mask, sequence_log_probs, token_log_probs
+from examples.common.rl_math import dpo_loss, grpo_loss, response_mask, sequence_log_probs, sft_loss, token_log_probs
 from mindspeed_profiler import IntegratedProfiler, load_config, mstx_range, mstx_timer_decorator
 from mindspeed_profiler.tracing import init_tracer, shutdown_tracer
 
@@ -52,6 +52,7 @@ class PolicyWorker:
         torch.manual_seed(self.seed + 1000 * (rank + 1))  # but each rank samples its own stream
         if self.trainable:
             self.optimizer = torch.optim.Adam(self.model.parameters(), lr=model.get("lr", 1e-3))
+        self.warm_start()   # before the profiler starts: not part of any iteration
         self.cfg = load_config(self.config, check_paths=False)  # validated on the driver already
         init_tracer(self.cfg, role=self.role, rank=rank)   # one name per process: the profiler's role
         # the whole config: its `metrics` section too (per-iteration timings, tokens/s, MFU)
@@ -60,6 +61,9 @@ class PolicyWorker:
         self._counts: dict[str, int] = {}     # what this rank's iteration processed, given to step()
         self.profiler.start()  # MindSpeed starts it at the end of worker init
         return self.ready()
+
+    def warm_start(self) -> None:
+        """What a worker does to its model before training (nothing here)."""
 
     # -- plumbing -------------------------------------------------------------------------
     def ready(self) -> dict[str, Any]:
@@ -141,6 +145,28 @@ class ActorWorker(PolicyWorker):
     recorded per sample (profiler.record_samples) for the long-tail analysis."""
 
     role = "actor"
+    SFT_LR, SFT_BATCH = 0.01, 32
+
+    def warm_start(self) -> None:
+        """`<trainer>.sft_steps` supervised steps on the task's right answers (rank 0 only: the driver
+        copies its weights to the other ranks and the reference), as RL post-training starts from an
+        SFT model: the policy already ends its answers, so the examples' natural lengths are the
+        task's (no rambling to the token limit), and RL has the rest to learn."""
+        steps = self.model_cfg.get("sft_steps", 0)
+        if self.rank != 0 or not steps:
+            return
+        prompt_len, gen = self.model_cfg["prompt_len"], torch.Generator().manual_seed(self.seed)
+        opt = torch.optim.Adam(self.model.parameters(), lr=self.SFT_LR)   # its own: RL's optimizer starts fresh
+        self.model.train()
+        for _ in range(steps):
+            prompts = task.make_prompts(self.SFT_BATCH, prompt_len, gen)
+            right, lengths = task.answers(prompts, task.LONGEST_ANSWER)
+            seq = torch.cat([prompts, right], 1)
+            logp = token_log_probs(self._logits(seq), seq)
+            loss = sft_loss(logp, response_mask(lengths, prompt_len, logp.shape[1]))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
 
     @mstx_timer_decorator
     def _sample(self, prompts: torch.Tensor, how: generation.Plan, temperature: float) -> generation.Decoded:

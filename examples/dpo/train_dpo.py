@@ -63,7 +63,7 @@ class DPO(Trainer):
                                   for a, s in zip(actors, prompts.chunk(n))])
         with trace_span("make_pairs", cat=CAT_STAGE, args={**span, "stage": "make_pairs"}):   # driver work: a stage too
             generated = task.pad_responses([shard[0] for shard in shards])
-            right, right_len = task.answers(prompts, max(generated.shape[1] - p_len, task.STOP_EVERY))
+            right, right_len = task.answers(prompts, max(generated.shape[1] - p_len, task.LONGEST_ANSWER))
             # chosen then rejected, one width: the right answers and the policy's own responses
             both = task.pad_responses([torch.cat([prompts, right], 1), generated])
             lengths = torch.cat([right_len] + [shard[1] for shard in shards])
