@@ -7,7 +7,6 @@ fake records a real Kineto trace on the CPU in this process (one torch profiler 
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -140,6 +139,6 @@ def test_ascend_directories_become_our_captures(tmp_path):
 def test_no_output_is_a_failed_capture_saying_why(tmp_path):
     meta = {"notes": [], "options": {"engine": {"name": "vllm"}}, "errors": [], "status": "ok"}
     session = Session(engine="vllm", save_dir=tmp_path / "actor_generate", role="actor-vllm", rank=0, iteration=1,
-                      call=1, host="h", prefix="p", raw_dir=tmp_path / "engine", meta=meta, started_ns=time.time_ns())
+                      call=1, host="h", prefix="p", raw_dir=tmp_path / "engine", meta=meta)
     (m,) = place(session, [], worker_of, [])
     assert m["status"] == "failed" and "no trace of this engine session" in m["errors"][0]["error"]

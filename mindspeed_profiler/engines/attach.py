@@ -27,7 +27,6 @@ import json
 import os
 import re
 import sys
-import time
 from pathlib import Path
 from typing import Any, ContextManager
 
@@ -243,7 +242,7 @@ class EngineCapture(Observer):
         prefix = session_prefix(f"{head}{tail}_{os.getpid()}_{layout.time_token()}")
         session = Session(engine=self.engine, save_dir=layout.stage_dir(p.cfg.profile_save_path, self.stage_name),
                           role=self.role, rank=rank, iteration=it, call=call, host=layout.host_token(p.host),
-                          prefix=prefix, raw_dir=self.driver.raw_dir(prefix), meta={}, started_ns=time.time_ns())
+                          prefix=prefix, raw_dir=self.driver.raw_dir(prefix), meta={})
         options = self.driver.options(p.cfg)
         session.meta = self._meta(session, options)
         try:
@@ -262,7 +261,6 @@ class EngineCapture(Observer):
         if session is None:
             return
         if self.driver.stops_itself:
-            session.pending = True
             self.pending.append(session)
             return
         start_task = session.start_task
@@ -273,7 +271,6 @@ class EngineCapture(Observer):
             self._finish(session, [self._error("stop", session, exc)])
             return
         if is_pending(stopped):   # a loop runs in this thread: placed when the engine has stopped
-            session.pending = True
             stopped.add_done_callback(lambda task: self._finish(session, self._task_errors(session, task)))
             return
         self._finish(session, [])

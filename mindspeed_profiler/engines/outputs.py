@@ -50,8 +50,6 @@ class Session:
     prefix: str                   # the session's profile prefix (its outputs' names begin with it)
     raw_dir: Path                 # where the engine writes this session's outputs
     meta: dict[str, Any]          # the metadata every capture of the session starts from
-    started_ns: int = 0
-    pending: bool = False         # started; the outputs are placed later (num_steps, a pending task)
     start_task: Any = None        # the start still queued on the loop running in the training thread
     placed: list[dict[str, Any]] = field(default_factory=list)
 
