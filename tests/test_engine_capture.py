@@ -280,3 +280,29 @@ def test_prof_attach_engine_is_the_same_call(tmp_path, vllm):
     if hasattr(mindspeed_profiler, "attach_engine"):   # the package-root exports, once added
         assert mindspeed_profiler.attach_engine is attach_engine
         assert mindspeed_profiler.engine_profiler_args is engine_profiler_args
+
+
+def test_traces_written_after_stop_are_placed_at_the_next_boundary(tmp_path, vllm):
+    """A trace not there yet when stop_profile returns (a slow shared disk) is placed at the next
+    step(); one that never comes (an engine on another host) is a failed capture saying so."""
+    cfg, llm, prof = engine_capture(tmp_path, vllm, stage="actor_generate", profile_step_start=1, profile_step_end=3)
+    handle = attach_engine(prof, llm)
+    late = []
+    real_stop = llm.core.stop
+    llm.core.stop = lambda: late.append(real_stop)   # the engine stopped; its files come later
+    prof.start()
+    with prof.stage("actor_generate"):
+        llm.generate(["a"])
+    assert handle.captures == [] and len(handle.pending) == 1
+    late.pop()()   # the files arrive
+    prof.step()
+    assert [m["status"] for m in handle.captures] == ["ok", "ok"]
+    llm.core.stop = lambda: None   # never written here
+    with prof.stage("actor_generate"):
+        llm.generate(["b"])
+    prof.step()
+    prof.stop()
+    assert [m["status"] for m in handle.captures] == ["ok", "ok", "failed"]
+    assert "no trace of this engine session" in handle.captures[2]["errors"][0]["error"]
+    assert not any("had not stopped by itself" in n for n in handle.captures[2]["notes"])
+    real_stop()   # the fake's recording, ended

@@ -273,6 +273,10 @@ class EngineCapture(Observer):
         if is_pending(stopped):   # a loop runs in this thread: placed when the engine has stopped
             stopped.add_done_callback(lambda task: self._finish(session, self._task_errors(session, task)))
             return
+        session.stopped = True
+        if not self.driver.outputs(session.prefix):   # not written yet (a slow shared disk): the next boundary
+            self.pending.append(session)
+            return
         self._finish(session, [])
 
     def flush(self, final: bool = False) -> None:
@@ -284,13 +288,15 @@ class EngineCapture(Observer):
                 self._finish(session, [])
             elif final:
                 self.pending.remove(session)
-                session.meta["notes"].append(f"num_steps: {self.num_steps}: the engine had not stopped by itself when "
-                                             "the next capture began or the profiler stopped: stopped by stop_profile")
                 errors = []
-                try:
-                    settle(self.driver.stop(), self.loop, self.timeout_s)
-                except Exception as exc:
-                    errors.append(self._error("stop", session, exc))
+                if not session.stopped:
+                    session.meta["notes"].append(f"num_steps: {self.num_steps}: the engine had not stopped by itself "
+                                                 "when the next capture began or the profiler stopped: stopped by "
+                                                 "stop_profile")
+                    try:
+                        settle(self.driver.stop(), self.loop, self.timeout_s)
+                    except Exception as exc:
+                        errors.append(self._error("stop", session, exc))
                 self._finish(session, errors)
 
     def _finish(self, session: Session, errors: list[dict[str, Any]]) -> None:

@@ -51,6 +51,7 @@ class Session:
     raw_dir: Path                 # where the engine writes this session's outputs
     meta: dict[str, Any]          # the metadata every capture of the session starts from
     start_task: Any = None        # the start still queued on the loop running in the training thread
+    stopped: bool = False         # stop_profile returned (its outputs may still be on their way)
     placed: list[dict[str, Any]] = field(default_factory=list)
 
 
