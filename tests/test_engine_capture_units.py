@@ -16,7 +16,8 @@ from mindspeed_profiler.capture.schedule import make_plan
 from mindspeed_profiler.engines import sglang_engine, vllm_engine
 from mindspeed_profiler.engines.calls import is_pending, post_json, settle
 from mindspeed_profiler.engines.outputs import UNKNOWN, group_outputs
-from mindspeed_profiler.engines.attach import call_selected, engine_kind, session_prefix
+from mindspeed_profiler.engines.attach import engine_kind
+from mindspeed_profiler.engines.capture import call_selected, session_prefix
 
 
 def test_call_selected_is_the_plans_decision():
