@@ -105,7 +105,8 @@ def test_grpo_long_tail_knob(tmp_path):
     # the impact: that capacity over the iteration's wall time (the slowest worker's timing_s/iteration)
     it_s = max(json.loads(line)["timing_s/iteration"] for path in (save / "metrics").glob("*.jsonl")
                for line in path.read_text().splitlines() if json.loads(line)["iteration"] == ev["iteration"])
-    assert ev["iteration_s"] == pytest.approx(it_s) and found[0]["impact"] == pytest.approx(want["tail_lost_s"] / it_s)
+    assert ev["iteration_s"] == pytest.approx(it_s)
+    assert found[0]["impact"] == pytest.approx(want["tail_lost_s"] / it_s, abs=5e-5)   # summary.json: 4 places
     print(f"long tail: {want['tail_lost_s']:.4f} s lost of a {want['window_s']:.4f} s window "
           f"(occupancy {want['mean_occupancy']:.0%}), {found[0]['impact']:.0%} of the iteration's {it_s:.3f} s")
 
