@@ -8,7 +8,9 @@ A local Ray cluster is started unless RAY_ADDRESS is set.
 The pairs are made on policy, as in self-play fine-tuning (SPIN): each actor rank generates one
 response per prompt of its shard (the rejected one: each stops at its first end token or at
 dpo.response_len tokens) and the task's right answer is the chosen one; the DPO log-probabilities sum
-each response's tokens up to and including its end token. Each actor rank records its generated
+each response's tokens up to and including its end token. What the policy learnt shows in the reward
+of its own responses (printed per iteration): the loss is measured on fresh samples each iteration,
+so it stays near log 2. Each actor rank records its generated
 samples (profiler.record_samples, stage actor_generate) in <profile_save_path>/samples/
 (docs/rollout.md). `dpo.long_tail_every=K dpo.long_tail_tokens=T`: one sample in K (its index in the
 rank's batch a multiple of K) ignores the end token and runs to T tokens, a long tail made on
@@ -77,13 +79,18 @@ class DPO(Trainer):
                 a.update.remote(c, r, torch.cat([lc, lr]), rc, rr, p_len, d["beta"])
                 for a, c, r, lc, lr, rc, rr in zip(actors, chosen.chunk(n), rejected.chunk(n), len_c.chunk(n),
                                                    len_r.chunk(n), ref_c.chunk(n), ref_r.chunk(n))])
-        return {"loss": sum(s["loss"] for s in stats) / n, "accuracy": sum(s["accuracy"] for s in stats) / n}
+        # on-policy pairs: the loss is measured on the policy's fresh samples; the reward of those says what it learnt
+        return {"loss": sum(s["loss"] for s in stats) / n, "accuracy": sum(s["accuracy"] for s in stats) / n,
+                "reward": float(task.reward(prompts, rejected[:, p_len:], len_r).mean())}
 
     def format_row(self, row: dict[str, float]) -> str:
-        return f"loss {row['loss']:.4f}  pref-acc {row['accuracy']:.2f}"
+        return f"loss {row['loss']:.4f}  pref-acc {row['accuracy']:.2f}  reward {row['reward']:.3f}"
 
     def summary(self, history: list[dict[str, float]]) -> str:
-        return f"loss {history[0]['loss']:.4f} -> {history[-1]['loss']:.4f}" if history else "no iterations"
+        if not history:
+            return "no iterations"
+        first, last = history[0], history[-1]
+        return f"reward of the actor's responses {first['reward']:.3f} -> {last['reward']:.3f}, loss {first['loss']:.4f} -> {last['loss']:.4f}"
 
 
 def run(config_path: str | Path = DEFAULT_CONFIG, overrides: Sequence[str] = (), analyse: bool = True) -> dict[str, Any]:
