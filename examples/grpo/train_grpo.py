@@ -18,8 +18,10 @@ actor_update stage, and the other actor ranks wait for it in the all-reduce. Def
 
 Responses have variable lengths: each sample stops at its first end token (task.END, finish reason
 "stop") or at grpo.response_len tokens ("length"); rewards, log-probs, the KL and the loss use each
-response's tokens up to and including its end. Each actor rank records its samples
-(profiler.record_samples, stage actor_generate) in <profile_save_path>/samples/ (docs/rollout.md).
+response's tokens up to and including its end. The actor starts from `grpo.sft_steps` supervised
+steps on the task's right answers (an SFT model, as RL post-training starts from; 0: none).
+Each actor rank records its samples (profiler.record_samples, stage actor_generate) in
+<profile_save_path>/samples/ (docs/rollout.md).
 `grpo.long_tail_every=K grpo.long_tail_tokens=T` makes one sample in K (its index in the rank's
 batch a multiple of K) ignore the end token and run to T tokens (T may exceed response_len): the
 rank's whole batch decodes until it is done, the long tail that the analysis's long_tail_generation
