@@ -74,7 +74,7 @@ def test_grpo_with_py_spy_on_the_actor_group(tmp_path, clean_env):
         evs = events(sysdir / f"actor_rank{rank}.py-spy.json")
         assert {e["pid"] for e in evs} == {worker_pid} == {procs[f"actor:{rank}"]["os_pid"]}
         own = {e["name"] for e in evs if e["args"]["filename"].endswith("examples/common/workers.py")}
-        assert {"GRPOActorWorker.generate", "GRPOActorWorker._sample", "GRPOActorWorker.update",
+        assert {"ActorWorker.generate", "ActorWorker._sample", "GRPOActorWorker.update",
                 "PolicyWorker.compute_log_prob"} <= own
     # run.json: both workers complete, no failure
     run = json.loads((save / formats.RUN_FILE).read_text())["system"]

@@ -203,6 +203,14 @@ class IntegratedProfiler:
         if observer not in self.observers:
             self.observers.append(observer)
 
+    def attach_engine(self, engine: Any, **kw: Any) -> Any:
+        """Make an inference engine (a vLLM LLM / AsyncLLM, vllm-ascend, an SGLang Engine or server
+        URL) capture the stage calls this profiler's config selects; `kw`: engines.attach.attach_engine's
+        (stage=, replica=, tp_rank=, num_steps=, ...). Returns its handle (docs/rollout.md, "Engine captures")."""
+        from mindspeed_profiler.engines.attach import attach_engine
+
+        return attach_engine(self, engine, **kw)
+
     def record_samples(self, items: Any, stage: str = "actor_generate", *, clock: str | None = None) -> int:
         """Per-sample records of a generation stage for the current iteration (docs/rollout.md):
         `items` are vLLM RequestOutputs, SGLang result dicts or plain sample dicts; `clock` says the
