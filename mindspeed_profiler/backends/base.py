@@ -35,6 +35,11 @@ class CaptureHandle(ABC):
 
     directory: Path | None = None  # the capture directory, once it exists
     notes: list[str] = []  # what the capture could not do (a note in its metadata); set per instance
+    # seconds per export phase (stop, write, compress, snapshot, ...): the metadata's export_phases
+    phases: dict[str, float] = {}
+    # what export() left to write later, in order (backends/trace_files.Deferred): the background
+    # writer runs them (runtime/export_writer.py); set per instance
+    deferred: list[tuple[str, Any]] = []
 
     @abstractmethod
     def start(self) -> None: ...
@@ -47,7 +52,8 @@ class CaptureHandle(ABC):
 
     @abstractmethod
     def export(self) -> list[Path]:
-        """Finish writing; return the trace files written (may be empty)."""
+        """Write what must be written now; return the trace files written (may be empty). What
+        can wait goes into `deferred`: each step takes the file list and returns it updated."""
 
     def abandon(self) -> None:
         """Best-effort cleanup after a failure; must not raise."""

@@ -7,7 +7,9 @@ top allocation sites).
   (`torch.cuda.memory._record_memory_history`) and `_snapshot()` takes it at the stop.
 - NPU: the same through `torch_npu.npu.memory` where the installed torch_npu has it.
 - CPU: no allocator history; the profiler's own memory records (profile_memory + record_shapes +
-  with_stack) are turned into the same format (`torch.cuda._memory_viz._profile_to_snapshot`).
+  with_stack) are turned into the same format (`torch.cuda._memory_viz._profile_to_snapshot`). That
+  is torch's Python-side parse of every event (seconds per capture: benchmarks/bench_capture_cost.py),
+  so it is not done at stop but when the snapshot is written (`build`), off the training thread.
 Never fatal: a failure is a note on the capture and the trace is kept.
 """
 from __future__ import annotations
@@ -38,6 +40,7 @@ class MemorySnapshot:
         self.data: Any = None
         self.notes: list[str] = []
         self._recording = False
+        self._profile: Any = None   # PROFILER: the stopped profile, until build()
 
     def _memory_module(self) -> Any:
         if self.device == "npu":
@@ -68,13 +71,29 @@ class MemorySnapshot:
                     mem._record_memory_history(enabled=None)
                     self._recording = False
             elif self.kind == PROFILER and profile is not None:
-                from torch.cuda._memory_viz import _profile_to_snapshot
+                self._profile = profile   # built at write(): torch's parse of the whole profile
+        except Exception as exc:
+            self.notes.append(f"memory snapshot not taken: {type(exc).__name__}: {exc}")
 
-                self.data = _profile_to_snapshot(profile)
+    @property
+    def pending(self) -> bool:
+        """Whether there is a snapshot to write (taken, or to build from the profile)."""
+        return self.data is not None or self._profile is not None
+
+    def build(self) -> None:
+        """PROFILER: the snapshot from the stopped profile (slow: see the module docstring)."""
+        profile, self._profile = self._profile, None
+        if profile is None:
+            return
+        try:
+            from torch.cuda._memory_viz import _profile_to_snapshot
+
+            self.data = _profile_to_snapshot(profile)
         except Exception as exc:
             self.notes.append(f"memory snapshot not taken: {type(exc).__name__}: {exc}")
 
     def write(self, path: Path) -> Path | None:
+        self.build()
         if self.data is None:
             return None
         with open(path, "wb") as fh:

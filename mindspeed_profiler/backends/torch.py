@@ -19,7 +19,6 @@ on disk, not free in time (see docs/perf_profiler.md).
 from __future__ import annotations
 
 import contextlib
-import gzip
 import json
 import os
 from pathlib import Path
@@ -31,6 +30,7 @@ from mindspeed_profiler.core.capture_options import CaptureOptions, CaptureSetti
 from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec, WindowedCapture
 from mindspeed_profiler.backends.memory_snapshot import MemorySnapshot, snapshot_kind
 from mindspeed_profiler.backends.registry import register_backend
+from mindspeed_profiler.backends.trace_files import Deferred, check_whole_json, compress_step, timed
 
 _LEVEL_ADDS = {
     "level_none": {},
@@ -78,6 +78,18 @@ def keep_annotations(trace: dict[str, Any]) -> dict[str, Any]:
     return {**trace, "traceEvents": events}
 
 
+def _annotations_step(path: Path) -> Deferred:
+    """The deferred step reducing the raw trace at `path` to its annotations (level_none)."""
+    def step(files: list[Path]) -> list[Path]:
+        with open(path, encoding="utf-8") as fh:
+            trace = json.load(fh)
+        with _removed_if_failed(path):
+            with open(path, "w", encoding="utf-8") as fh:
+                json.dump(keep_annotations(trace), fh)
+        return files
+    return step
+
+
 @contextlib.contextmanager
 def _removed_if_failed(path: Path):
     """Remove what a failed write left at `path`, then let the error through."""
@@ -102,6 +114,8 @@ class TorchCapture(WindowedCapture):
         self._step_range = None
         self._recorded = False
         self.notes: list[str] = []
+        self.phases: dict[str, float] = {}
+        self.deferred: list[tuple[str, Deferred]] = []
         kind = opts.get("memory_snapshot")
         self._memory = MemorySnapshot(kind, "cuda" if "CUDA" in opts["activities"] else "cpu") if kind else None
 
@@ -147,32 +161,47 @@ class TorchCapture(WindowedCapture):
             self._prof.start_trace()
         if self._recording or not self._recorded:
             self._recording = False
-            self._prof.stop_trace()
+            with timed(self.phases, "stop"):   # torch's post-processing: on this thread, as torch requires
+                self._prof.stop_trace()
             if self._memory is not None and self._recorded:
-                self._memory.stop(self._prof)
+                with timed(self.phases, "snapshot_take"):
+                    self._memory.stop(self._prof)
                 self.notes += self._memory.notes
+                self._memory.notes = []
 
     def export(self) -> list[Path]:
+        """The raw Kineto JSON now (torch's writer holds the GIL: no thread would run beside it);
+        its compression, the level_none reduction and the memory snapshot's pickle deferred."""
         if self._prof is None or not self._recorded:
             return []
-        path = self.directory / layout.trace_file_name(self.spec.trace_basename)
-        with _removed_if_failed(path):   # a full disk must not leave half a trace that keeps it full
-            self._prof.export_chrome_trace(str(path))
-            if self.opts["annotations_only"]:
-                with gzip.open(path, "rt", encoding="utf-8") as fh:
-                    trace = json.load(fh)
-                with gzip.open(path, "wt", encoding="utf-8") as fh:
-                    json.dump(keep_annotations(trace), fh)
-        files = [path]
-        if self._memory is not None:
+        final = self.directory / layout.trace_file_name(self.spec.trace_basename)
+        raw = final.with_name(final.name[:-len(".gz")])
+        with _removed_if_failed(raw):   # a full disk must not leave half a trace that keeps it full
+            with timed(self.phases, "write"):
+                self._prof.export_chrome_trace(str(raw))
+            check_whole_json(raw)
+        if self.opts["annotations_only"]:
+            self.deferred.append(("annotations", _annotations_step(raw)))
+        self.deferred.append(("compress", compress_step(raw, final)))
+        if self._memory is not None and self._memory.pending:
             snap_path = self.directory / formats.memory_snapshot_name(self.spec.trace_basename, os.getpid())
+            self.deferred.append(("snapshot", self._snapshot_step(snap_path)))
+        return [raw]
+
+    def _snapshot_step(self, snap_path: Path) -> Deferred:
+        def step(files: list[Path]) -> list[Path]:
             try:
                 with _removed_if_failed(snap_path):
                     snap = self._memory.write(snap_path)
-                files += [snap] if snap is not None else []
             except OSError as exc:   # the trace is kept: the snapshot is extra
                 self.notes.append(f"memory snapshot not written: {type(exc).__name__}: {exc}")
-        return files
+                return files
+            finally:
+                self.notes += self._memory.notes   # what build() could not do
+                self._memory.notes = []
+                self._memory.data = None   # on disk (or not): free the host copy
+            return files + ([snap] if snap is not None else [])
+        return step
 
 
 @register_backend

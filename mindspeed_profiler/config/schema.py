@@ -62,6 +62,14 @@ class IntegratedConfig:
     profile_steps: tuple[int, ...] | None = setting(None, check_step_list())
     warmup_steps: int = setting(0, check_int(0))
     trace_size_budget_mb: float | None = setting(None, check_number(0.0, optional=True))
+    # host memory (MB) the process may grow by while one capture records (null: unbounded): past it the
+    # capture stops at the next iteration boundary, with a note (docs/profiling.md, "Capture cost")
+    capture_memory_budget_mb: float | None = setting(4096.0, check_number(0.0, optional=True))
+    # the trace's compression, the memory snapshot's pickle and the final metadata written on a
+    # background thread (runtime/export_writer.py); false: all of it inside the step, as torch does
+    background_export: bool = setting(True, check_bool)
+    # how long stop() and interpreter exit wait for background exports (SIGTERM: at most 20 s)
+    export_wait_s: float = setting(300.0, check_number(minimum=0.0, maximum=86400.0))
     profile_with_stack: bool = setting(False, check_bool)
     profile_with_flops: bool = setting(False, check_bool)
     aic_metrics: str | None = setting(None, check_choice(AIC_METRICS, optional=True))

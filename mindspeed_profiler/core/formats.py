@@ -63,9 +63,12 @@ META_KEYS = (
     "schema", "run_id", "request_id", "role", "stage", "rank", "world_size", "local_rank", "parallel", "steps", "warmup_steps",
     "requested_warmup_steps", "profiled_iterations", "backend", "device", "level", "export_type", "mstx",
     "host", "pid", "node", "clock", "start_time", "end_time", "status", "errors", "trace_files", "options", "notes",
+    "export_phases", "stopped_early",
 )
 # "recording": written when the capture starts, replaced when it ends (left: the worker never finished it)
-CAPTURE_STATUSES = ("recording", "ok", "failed", "skipped")
+# "exporting": recorded, its files still being written in the background (left: the process ended
+# first; the files it lists are whole, the notes say what was not written)
+CAPTURE_STATUSES = ("recording", "exporting", "ok", "failed", "skipped")
 
 # A capture directory's suffix says what is inside: the on-disk format, not the backend that
 # wrote it (two backends may write the same format). A new format is a change of this contract.

@@ -9,16 +9,19 @@ methods, in the order runtime/boundary.py declares.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from mindspeed_profiler.core import fileio, formats
-from mindspeed_profiler.runtime import session
+from mindspeed_profiler.runtime import export_writer, session
 from mindspeed_profiler.capture import stages as _stages
 from mindspeed_profiler.core.state import STATE
 from mindspeed_profiler.backends import Backend, CaptureHandle, CaptureSpec, layout, select_backend
 from mindspeed_profiler.backends.honour import capture_options
 from mindspeed_profiler.backends.registry import AUTO, backend_class
+from mindspeed_profiler.backends.trace_files import timed
+from mindspeed_profiler.runtime.host_memory import rss_bytes
 from mindspeed_profiler.runtime.manifest import capture_metadata
 from mindspeed_profiler.runtime.spans import ScopedWarn, Spans
 from mindspeed_profiler.capture.schedule import Plan
@@ -33,7 +36,7 @@ _FALLBACK_SUFFIX = "pt"
 class Capture:
     """One capture in flight: the backend handle, its spec and its metadata."""
 
-    __slots__ = ("handle", "spec", "meta", "failed", "backend_name", "suffix", "__weakref__")
+    __slots__ = ("handle", "spec", "meta", "failed", "backend_name", "suffix", "rss0", "job", "left", "bytes", "__weakref__")
 
     def __init__(self, handle: CaptureHandle | None, spec: CaptureSpec, meta: dict[str, Any], backend_name: str,
                  suffix: str):
@@ -43,6 +46,10 @@ class Capture:
         self.failed = False
         self.backend_name = backend_name
         self.suffix = suffix
+        self.rss0: int | None = None   # resident bytes when it began recording (the memory budget)
+        self.job: export_writer.Job | None = None   # its background export, while one runs
+        self.left: list[str] = []      # the deferred export steps not done yet
+        self.bytes = 0                 # what its directory holds, as counted for trace_size_budget_mb
 
 
 def _lightweight_if_asked(cfg: IntegratedConfig, backend: Backend) -> Backend:
@@ -87,6 +94,8 @@ class Captures:
         self.budget_exceeded = False
         self.notes: list[str] = []
         self.finished: list[dict[str, Any]] = []  # metadata of every finished capture, in order
+        self.exporting: list[Capture] = []  # captures whose background export has not finished
+        self._meta_lock = threading.Lock()  # the writer thread and this one both rewrite metadata
 
     # ------------------------------------------------------------------ the boundaries
 
@@ -103,10 +112,38 @@ class Captures:
         if cap is not None:
             if not cap.failed:
                 self.call(cap, "step", cap.handle.step)
-            if cap.failed or iteration >= cap.spec.last:
+            over = self._over_memory_budget(cap, iteration)
+            if cap.failed or iteration >= cap.spec.last or over:
                 self.continuous = None
                 self.close(cap)
         self.stage_calls = {}
+
+    def _over_memory_budget(self, cap: Capture, iteration: int) -> bool:
+        """Whether the capture grew the process past capture_memory_budget_mb (noted on it, its
+        steps cut to what was recorded); checked at iteration boundaries while it records."""
+        budget = self.cfg.capture_memory_budget_mb
+        if cap.rss0 is None or budget is None or iteration < cap.spec.first or iteration >= cap.spec.last:
+            return False
+        now = rss_bytes()
+        grown = (now - cap.rss0) / 2**20 if now is not None else 0.0
+        if grown <= budget:
+            return False
+        cap.meta["stopped_early"] = {"reason": "capture_memory_budget_mb", "iteration": iteration,
+                                     "grown_mb": round(grown, 1), "budget_mb": budget}
+        self._cut(cap, iteration, f"stopped early at the end of iteration {iteration}: the process grew by "
+                                  f"{grown:.0f} MB while recording (capture_memory_budget_mb={budget:g})")
+        self.warn(("memory-budget",), "profiler capture on %s rank %d stopped early at iteration %d: host memory grew "
+                  "%.0f MB while recording, over capture_memory_budget_mb=%g", self.who.role, self.who.rank,
+                  iteration, grown, budget)
+        return True
+
+    def _cut(self, cap: Capture, iteration: int, note: str) -> None:
+        """The capture ends at `iteration` instead of its last: its metadata says what was recorded."""
+        cap.meta["notes"].append(note)
+        cap.meta["planned_steps"] = [cap.spec.first, cap.spec.last]
+        if iteration >= cap.spec.first:  # `steps` says what was recorded, not what was planned
+            cap.meta["steps"] = [cap.spec.first, iteration]
+            cap.meta["profiled_iterations"] = [cap.meta["profiled_iterations"][0], iteration]
 
     def next_window(self, iteration: int) -> None:
         """Iteration `iteration` begins: the continuous window beginning there opens (when none is
@@ -120,13 +157,10 @@ class Captures:
         self.continuous = None
         for cap in sorted(self.live, key=lambda c: c.spec.first):
             if iteration < cap.spec.last:
-                cap.meta["notes"].append(f"stopped early: iterations {cap.spec.first}-{iteration} recorded "
-                                         f"(iteration {iteration} possibly in part)")
-                cap.meta["planned_steps"] = [cap.spec.first, cap.spec.last]
-                if iteration >= cap.spec.first:  # `steps` says what was recorded, not what was planned
-                    cap.meta["steps"] = [cap.spec.first, iteration]
-                    cap.meta["profiled_iterations"] = [cap.meta["profiled_iterations"][0], iteration]
+                self._cut(cap, iteration, f"stopped early: iterations {cap.spec.first}-{iteration} recorded "
+                                          f"(iteration {iteration} possibly in part)")
             self.close(cap)
+        self.wait_exports(min(self.cfg.export_wait_s, session.EXPORT_WAIT_CAP_S), "the profiler stopped")
 
     def stage_call(self, name: str, iteration: int) -> Capture | None:
         """A call of stage `name` begins in `iteration`: its capture when the plan selects it."""
@@ -223,6 +257,9 @@ class Captures:
         session.LIVE_CAPTURES.add(cap)
         if self.call(cap, "start", cap.handle.start):
             STATE.capture_active = True
+            cap.rss0 = rss_bytes()
+            if cap.rss0 is None and self.cfg.capture_memory_budget_mb is not None:
+                meta["notes"].append("capture_memory_budget_mb not enforced: this system's resident memory cannot be read")
             self._write_recording_meta(cap)
             return cap
         self.close(cap)
@@ -263,7 +300,8 @@ class Captures:
             cap.handle.abandon()
 
     def close(self, cap: Capture) -> None:
-        """Stop, export, write the metadata. Never raises."""
+        """Stop, export what must be written now, write the metadata; what can wait goes to the
+        background writer (or runs here with background_export: false). Never raises."""
         if cap not in self.live:
             return
         self.live.discard(cap)
@@ -279,16 +317,86 @@ class Captures:
                 files = cap.handle.export()
             except Exception as exc:
                 self._fail(cap, "export", exc)
+        deferred = list(getattr(cap.handle, "deferred", None) or []) if not cap.failed else []
+        cap.left = [name for name, _ in deferred]
+        if deferred:
+            cap.meta["status"] = "exporting"
         directory = self._finish(cap, files)
         if span is not None:
             self.spans.exit(span)
         STATE.capture_active = bool(session.LIVE_CAPTURES)
-        if directory is not None and self.cfg.trace_size_budget_mb:
-            self.bytes_written += layout.dir_size(directory)
-            if self.bytes_written > self.cfg.trace_size_budget_mb * 2**20:
-                self.budget_exceeded = True
-                self.warn(("budget",), "trace size budget of %.1f MB exceeded by %s rank %d (%.1f MB written): further captures are skipped",
-                          self.cfg.trace_size_budget_mb, self.who.role, self.who.rank, self.bytes_written / 2**20)
+        if directory is None:
+            return
+        self._account(cap, directory)   # now, as written so far (the raw trace: more than it will be)
+        if not deferred:
+            return
+        if self.cfg.background_export:
+            self.exporting.append(cap)
+            cap.job, waited = export_writer.WRITER.submit(cap.spec.worker_name,
+                                                          lambda: self._complete(cap, files, deferred, directory))
+            if waited > 0.001:   # the queue was full: this capture waited for an earlier one's export
+                cap.meta["export_phases"]["queue_wait"] = round(waited, 6)
+        else:
+            self._complete(cap, files, deferred, directory)
+
+    def _complete(self, cap: Capture, files: list[Path], deferred: list[tuple[str, Any]], directory: Path) -> None:
+        """The deferred export steps in order, then the final metadata. A failed step is a note:
+        the files listed stay whole (the raw trace is kept when its compression fails)."""
+        phases = cap.meta["export_phases"]
+        for name, step in deferred:
+            try:
+                with timed(phases, name):
+                    files = step(files)
+            except Exception as exc:
+                cap.meta["notes"].append(f"export step {name} not done: {type(exc).__name__}: {exc} "
+                                         "(the trace files listed are whole)")
+            if cap.left and cap.left[0] == name:
+                cap.left.pop(0)
+        with self._meta_lock:
+            if cap.meta["status"] == "exporting":
+                cap.meta["status"] = "ok"
+            self._write_meta(cap, directory, files)
+            if cap in self.exporting:
+                self.exporting.remove(cap)
+        self._account(cap, directory)
+
+    def wait_exports(self, timeout: float, why: str) -> list[str]:
+        """Wait at most `timeout` s for this profiler's background exports; a capture not done by
+        then says so in its metadata (status stays "exporting") and in a warning. Returns their
+        directory names."""
+        caps = list(self.exporting)
+        if not caps:
+            return []
+        export_writer.WRITER.wait([c.job for c in caps if c.job is not None], timeout)
+        late: list[str] = []
+        with self._meta_lock:
+            for cap in caps:
+                if cap not in self.exporting:
+                    continue
+                note = (f"export not finished when {why} (waited {timeout:g} s): {', '.join(cap.left) or 'metadata'} "
+                        "not written; the trace files listed are whole")
+                cap.meta["notes"].append(note)
+                directory = cap.meta.get("directory")
+                if directory:
+                    self._write_meta(cap, Path(directory), [Path(directory) / f for f in cap.meta["trace_files"]])
+                late.append(cap.spec.worker_name)
+        if late:
+            self.warn(("export-late", why), "profiler export of %d capture(s) on %s rank %d not finished when %s "
+                      "(waited %g s): %s", len(late), self.who.role, self.who.rank, why, timeout, ", ".join(late))
+        return late
+
+    def _account(self, cap: Capture, directory: Path) -> None:
+        """The process's trace size budget (trace_size_budget_mb): the capture's directory counted
+        as it is now (again after its background export, replacing the first count)."""
+        if not self.cfg.trace_size_budget_mb:
+            return
+        size = layout.dir_size(directory)
+        self.bytes_written += size - cap.bytes
+        cap.bytes = size
+        if self.bytes_written > self.cfg.trace_size_budget_mb * 2**20 and not self.budget_exceeded:
+            self.budget_exceeded = True
+            self.warn(("budget",), "trace size budget of %.1f MB exceeded by %s rank %d (%.1f MB written): further captures are skipped",
+                      self.cfg.trace_size_budget_mb, self.who.role, self.who.rank, self.bytes_written / 2**20)
 
     def _finish(self, cap: Capture, files: list[Path] = ()) -> Path | None:
         """Write the capture's metadata into its directory (made here if the backend made none)."""
@@ -299,9 +407,9 @@ class Captures:
             if directory is None or not Path(directory).is_dir():
                 directory = layout.make_capture_dir(cap.spec.save_dir, cap.spec.worker_name, cap.suffix)
             directory = Path(directory)
-            meta["trace_files"] = [os.path.relpath(f, directory) for f in files]
-            meta["notes"] += list(getattr(cap.handle, "notes", None) or [])
-            fileio.write_json_atomic(directory / formats.META_FILE, meta)
+            meta["export_phases"].update(getattr(cap.handle, "phases", None) or {})
+            with self._meta_lock:
+                self._write_meta(cap, directory, files)
         except Exception as exc:
             self.warn(("meta", type(exc).__name__), "could not write capture metadata for %s rank %d: %s: %s",
                       self.who.role, self.who.rank, type(exc).__name__, exc)
@@ -309,6 +417,15 @@ class Captures:
         meta["directory"] = str(directory) if directory is not None else None
         self.finished.append(meta)
         return directory
+
+    def _write_meta(self, cap: Capture, directory: Path, files: list[Path]) -> None:
+        """The metadata file as the capture stands (the handle's new notes taken over once)."""
+        meta = cap.meta
+        meta["trace_files"] = [os.path.relpath(f, directory) for f in files]
+        if cap.handle is not None and getattr(cap.handle, "notes", None):
+            meta["notes"] += list(cap.handle.notes)
+            cap.handle.notes = []
+        fileio.write_json_atomic(directory / formats.META_FILE, {k: v for k, v in meta.items() if k != "directory"})
 
     def _backend_naming(self, backend: Backend | None) -> tuple[str, str]:
         """(backend name, capture directory suffix) for the metadata and the directory; when no

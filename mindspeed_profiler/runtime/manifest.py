@@ -192,5 +192,7 @@ def capture_metadata(cfg: IntegratedConfig, *, run_id: str | None, role: str, st
         "trace_files": [],
         "options": None,
         "notes": list(notes),
+        "export_phases": {},     # seconds per export phase: stop, write, compress, snapshot, ... (captures.py)
+        "stopped_early": None,   # why the capture ended before its last iteration, when it did
     }
     return meta

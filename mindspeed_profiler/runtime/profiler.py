@@ -281,7 +281,7 @@ class IntegratedProfiler:
         observers.notify(self.observers, at, self, self._iteration)
 
     def _begin_captures(self, at: str) -> None:
-        install_sigterm_handler(session.stop_all, order=0)   # a SIGTERM exports the open capture first
+        install_sigterm_handler(session.stop_all_on_sigterm, order=0)   # a SIGTERM exports the open capture first
         self.capturing.get_backend()
         session.sync_state()
         if self.rank == 0:

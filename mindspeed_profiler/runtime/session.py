@@ -119,6 +119,19 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+# stop() waits at most this long for background exports, whatever export_wait_s says: a SIGTERM
+# lowers it, since schedulers (Kubernetes, Slurm) send SIGKILL ~30 s after SIGTERM by default
+EXPORT_WAIT_CAP_S = float("inf")
+SIGTERM_EXPORT_WAIT_S = 20.0
+
+
+def stop_all_on_sigterm() -> None:
+    """SIGTERM: stop every profiler, waiting at most SIGTERM_EXPORT_WAIT_S for their exports."""
+    global EXPORT_WAIT_CAP_S
+    EXPORT_WAIT_CAP_S = min(EXPORT_WAIT_CAP_S, SIGTERM_EXPORT_WAIT_S)
+    stop_all()
+
+
 @atexit.register
 def stop_all() -> None:
     """Export whatever is still open when the interpreter exits."""

@@ -20,3 +20,20 @@ class Capture:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def state_warnings(meta: dict | None) -> list[str]:
+    """Pure: what a capture's metadata says about how it ended, as warnings: stopped early by its
+    host memory budget, or its background export never finished (the files listed are whole)."""
+    meta = meta if isinstance(meta, dict) else {}
+    out = []
+    early = meta.get("stopped_early")
+    if isinstance(early, dict):
+        out.append(f"capture stopped early at iteration {early.get('iteration')} ({early.get('reason')}: the process "
+                   f"grew {early.get('grown_mb')} MB while recording, budget {early.get('budget_mb')} MB); "
+                   f"planned iterations {meta.get('planned_steps')}")
+    if meta.get("status") == "exporting":
+        late = [n for n in meta.get("notes") or [] if isinstance(n, str) and n.startswith("export not finished")]
+        out.append("capture export not finished: " + (late[-1] if late else "the process ended during its background "
+                                                      "export; the trace files listed are whole"))
+    return out

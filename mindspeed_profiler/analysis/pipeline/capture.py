@@ -13,6 +13,7 @@ from pathlib import Path
 
 from mindspeed_profiler.analysis.pipeline.discover import Capture
 from mindspeed_profiler.analysis.inputs import input_kind
+from mindspeed_profiler.analysis.inputs.record import state_warnings
 from mindspeed_profiler.analysis.parsing import jsonscan
 
 
@@ -31,7 +32,7 @@ def analyse_capture(root: str, cap_dict: dict, top_n: int = 20, want_events: boo
         fields, events = input_kind(cap.kind).analyse(Path(root), cap, top_n, want_events)
         found = fields.pop("warnings", [])
         res.update(fields)
-        res["warnings"] = list(cap.warnings) + list(found)
+        res["warnings"] = list(cap.warnings) + list(found) + state_warnings(cap.meta)
     except MemoryError:
         res.update(status="failed", error="the analysis needed more memory than the per-capture limit "
                                           "(--capture-memory-mb): the file may be a decompression bomb")
