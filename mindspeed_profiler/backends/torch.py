@@ -92,12 +92,14 @@ def _annotations_step(path: Path) -> Deferred:
 
 @contextlib.contextmanager
 def _removed_if_failed(path: Path):
-    """Remove what a failed write left at `path`, then let the error through."""
+    """Remove what a failed write left at `path` (and Kineto's `<path>.tmp`, which it renames onto
+    `path` only when the write succeeds), then let the error through."""
     try:
         yield
     except BaseException:
-        with contextlib.suppress(OSError):
-            path.unlink()
+        for left in (path, path.with_name(path.name + ".tmp")):
+            with contextlib.suppress(OSError):
+                left.unlink()
         raise
 
 

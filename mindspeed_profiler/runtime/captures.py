@@ -355,7 +355,11 @@ class Captures:
         with self._meta_lock:
             if cap.meta["status"] == "exporting":
                 cap.meta["status"] = "ok"
-            self._write_meta(cap, directory, files)
+            try:
+                self._write_meta(cap, directory, files)
+            except Exception as exc:   # a full disk: the metadata written at close stays ("exporting")
+                self.warn(("meta", type(exc).__name__), "could not write the final capture metadata of %s: %s: %s",
+                          cap.spec.worker_name, type(exc).__name__, exc)
             if cap in self.exporting:
                 self.exporting.remove(cap)
         self._account(cap, directory)
