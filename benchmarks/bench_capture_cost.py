@@ -249,14 +249,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gen-tokens", type=int, default=16)
     ap.add_argument("--captured", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--modes", help="comma-separated subset of the modes (off is always run)")
+    ap.add_argument("--modes", help="a ;-separated subset of the modes (off is always run)")
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child, args)))
         return 0
-    modes = list(MODES) if not args.modes else ["off"] + [m for m in MODES if m != "off" and m in args.modes.split(",")]
+    modes = list(MODES) if not args.modes else ["off"] + [m for m in MODES if m != "off" and m in args.modes.split(";")]
     results: dict[str, list[dict]] = {m: [] for m in modes}
     for r in range(args.rounds):
         for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
