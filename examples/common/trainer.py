@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 import yaml
 
+from examples.common import async_loop
 from mindspeed_profiler import load_config, start_run
 from mindspeed_profiler.config import ProfilerConfig
 from mindspeed_profiler.core.formats import RUN_ID_ENV
@@ -264,25 +265,37 @@ def run_trainer(trainer_cls: type[Trainer], config_path: str | Path, overrides: 
     check_even_shards(int(settings[trainer_cls.batch_key]), trainer_cls.batch_key, n_actors, trainer_cls.section)
     check_straggler(settings, n_actors, trainer_cls.section)
     check_generation(settings, trainer_cls.section)
+    problems = async_loop.check_async(settings, trainer_cls.section)
+    if async_loop.is_async(settings) and getattr(trainer_cls, "async_actor_cls", None) is None:
+        problems.append(f"{trainer_cls.section}.mode=async: this trainer has no asynchronous mode; allowed: sync")
+    if problems:
+        raise ValueError("; ".join(problems))
+    mode_async = async_loop.is_async(settings)
     # what every worker needs: the model, the sequence lengths, the warm start, the straggler and the
     # long tail made on purpose (if any)
     model = dict(settings["model"], prompt_len=settings["prompt_len"], response_len=settings["response_len"],
                  straggler_rank=settings.get("straggler_rank"), straggler_ms=settings.get("straggler_ms", 0),
-                 **{k: settings.get(k, v) for k, v in GENERATION_DEFAULTS.items()})
+                 **{k: settings.get(k, v) for k, v in GENERATION_DEFAULTS.items()},
+                 rollout_delay_ms=settings.get("rollout_delay_ms", 0), update_delay_ms=settings.get("update_delay_ms", 0))
     trainer = trainer_cls(settings)
     history: list[dict[str, float]] = []
     wall = 0.0
     with RayCluster(cfg) as cluster:
         init_tracer(cfg, role="driver", rank=0)
         try:
-            actors = cluster.group(trainer.actor_cls, n_actors, model, seed=settings["seed"])
+            actors = cluster.group(trainer.async_actor_cls if mode_async else trainer.actor_cls, n_actors, model,
+                                   seed=settings["seed"])
             ref = cluster.group(trainer.ref_cls, 1, model, seed=settings["seed"])[0]
+            rollout = [async_loop.start_rollout(cluster, model, settings["seed"])] if mode_async else []
             cluster.sync_clocks()
-            # the reference and every actor rank start as a copy of actor rank 0's initial (warm-started) policy
+            # the reference, every actor rank (and the rollout) start as a copy of actor rank 0's initial
+            # (warm-started) policy
             weights = actors[0].get_weights.remote()
-            cluster.get([w.set_weights.remote(weights) for w in actors[1:] + [ref]])
+            cluster.get([w.set_weights.remote(weights) for w in actors[1:] + [ref] + rollout])
             t_start = time.perf_counter()
-            for it in range(1, int(settings["iterations"]) + 1):
+            if mode_async:
+                history = async_loop.run_iterations(trainer, cluster, actors, ref, rollout[0], settings, cfg)
+            for it in range(1, 0 if mode_async else int(settings["iterations"]) + 1):
                 t0 = time.perf_counter()
                 with trace_span("iteration", cat="iteration", args={"iteration": it}):
                     row = trainer.iteration(cluster, actors, ref, it)

@@ -26,6 +26,12 @@ Each actor rank records its samples (profiler.record_samples, stage actor_genera
 batch a multiple of K) ignore the end token and run to T tokens (T may exceed response_len): the
 rank's whole batch decodes until it is done, the long tail that the analysis's long_tail_generation
 finding measures. Default: off (K = 0; T = 64).
+
+`grpo.mode=async`: a rollout worker group apart from the actors generates batch k+1 while the
+actors train on batch k, with weights at most `grpo.max_staleness` versions old (default 1), the
+weights sent after each update (gather, transfer, load); `async/*` metrics per iteration in
+<profile_save_path>/metrics/driver_rank0.jsonl. `grpo.rollout_delay_ms` slows the rollout,
+`grpo.update_delay_ms` the update (knobs that make one group the bottleneck). docs/async.md.
 """
 from __future__ import annotations
 
@@ -42,6 +48,7 @@ from examples.common import task  # noqa: E402
 from examples.common.trainer import RayCluster, Trainer, run_trainer, trainer_main
 from examples.common.rl_math import group_advantages
 from examples.common.workers import GRPOActorWorker, ReferenceWorker
+from examples.common.async_workers import AsyncActorWorker
 from mindspeed_profiler.core.formats import CAT_STAGE  # noqa: E402
 from mindspeed_profiler.tracing import trace_span  # noqa: E402
 
@@ -52,6 +59,7 @@ class GRPO(Trainer):
     section = "grpo"
     batch_key = "prompts_per_iteration"
     actor_cls = GRPOActorWorker
+    async_actor_cls = AsyncActorWorker   # grpo.mode=async: the actor group's class
     ref_cls = ReferenceWorker
 
     def __init__(self, settings: dict[str, Any]):
@@ -69,6 +77,14 @@ class GRPO(Trainer):
         # each rank's batch is as wide as its longest response: padded to the widest (masked out)
         tokens = task.pad_responses([shard[0] for shard in shards])
         lengths = torch.cat([shard[1] for shard in shards])
+        return self.train_on(cluster, actors, ref, it, tokens, lengths)
+
+    def train_on(self, cluster: RayCluster, actors: list[Any], ref: Any, it: int, tokens: torch.Tensor,
+                 lengths: torch.Tensor) -> dict[str, float]:
+        """Reward, advantages, log-probs and the update of one batch (both modes: the async mode's
+        batch comes from the rollout group, examples/common/async_loop.py)."""
+        g, n = self.s, len(actors)
+        span = {"iteration": it}
         # driver-side work between the workers' stages is a stage too (on the timeline and the critical path)
         with trace_span("reward", cat=CAT_STAGE, args={**span, "stage": "reward"}):
             rewards = task.reward(tokens[:, : g["prompt_len"]], tokens[:, g["prompt_len"]:], lengths)

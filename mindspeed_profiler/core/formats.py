@@ -271,6 +271,11 @@ def metrics_file_name(role: str, rank: int) -> str:
     return f"{role}_rank{rank}{METRICS_SUFFIX}"
 
 
+# asynchronous RL's tracker keys (metrics/async_rl.py, analysis/analyzers/async_rl.py, docs/async.md)
+ASYNC_METRICS_PREFIX = "async/"
+WEIGHT_SYNC_PHASES = ("gather", "transfer", "load")   # actor -> object store -> rollout -> its model
+
+
 # ---------------------------------------------------------------------------------- rollout samples
 # one worker's per-sample records of its generation stages (record_samples; docs/rollout.md)
 

@@ -24,6 +24,7 @@ from mindspeed_profiler.core.formats import is_train_stage
 
 from mindspeed_profiler.analysis.models import questions as q
 from mindspeed_profiler.analysis.analyzers import rollout_rules as rollout
+from mindspeed_profiler.analysis.analyzers import async_rl
 from mindspeed_profiler.analysis.analyzers.tracker_metrics import MFU_PREFIX, maxima, means
 from mindspeed_profiler.analysis.models.finding_rules import REGISTRY, Check, Finding, finding_rule, markdown
 
@@ -449,6 +450,11 @@ def truncation(summary: dict) -> list[Finding]:
 @finding_rule("engine_queueing", **rollout.DOCS["engine_queueing"])
 def engine_queueing(summary: dict) -> list[Finding]:
     return [_finding(*f) for f in rollout.queueing_findings(summary)]
+
+
+# asynchronous RL's rules (the tracker's async/* keys): their logic, thresholds and docs in async_rl.py
+for _id, _args in async_rl.CHECKS.items():
+    finding_rule(_id, **async_rl.DOCS[_id])(lambda summary, _args=_args: [_finding(*f) for f in _args(summary)])
 
 
 RULES: tuple[Check, ...] = tuple(r.check for r in REGISTRY.values())

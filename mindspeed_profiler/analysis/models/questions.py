@@ -12,6 +12,7 @@ from typing import Iterator
 from mindspeed_profiler.core import formats
 
 from mindspeed_profiler.analysis.analyzers.annotations import ANNOTATIONS
+from mindspeed_profiler.analysis.analyzers.async_rl import ASYNC_ITERATIONS
 from mindspeed_profiler.analysis.analyzers.ascend_free import ASCEND_FREE
 from mindspeed_profiler.analysis.analyzers.breakdown import BREAKDOWN, DEVICE_FIELDS
 from mindspeed_profiler.analysis.analyzers.collective_bandwidth import COLLECTIVE_BANDWIDTH
@@ -129,6 +130,7 @@ MODELS: tuple[RowModel, ...] = (
     IDLE_CAUSES, KERNEL_LAUNCHES, LINKS, STRAGGLERS, STRAGGLER_COLLECTIVES, MEMORY_RECORD_PEAKS, MEMORY_RECORD_OPS,
     FINDINGS, TRACKER_METRICS, MEMORY_STAGE_PEAKS, ASCEND_FREE, COLLECTIVE_BANDWIDTH,
     ROLLOUT_BATCHES, ROLLOUT_OCCUPANCY, ROLLOUT_LENGTHS, ROLLOUT_SLOWEST,
+    ASYNC_ITERATIONS,
 )
 BY_TABLE = {m.table: m for m in MODELS}
 
