@@ -161,3 +161,24 @@ def test_a_failing_job_is_kept_on_the_job_and_the_writer_goes_on():
     ok, _ = writer.submit("good", lambda: None)
     assert writer.wait(timeout=10) == []
     assert isinstance(job.error, OSError) and ok.error is None
+
+
+def test_an_on_demand_childs_export_never_waits_in_the_step_and_the_owners_stop_waits_for_it(tmp_path):
+    cfg = load_config({"integrated": {"profile": True, "profile_level": "level1", "profile_save_path": str(tmp_path),
+                                      "profile_step_start": 1, "profile_step_end": 2}})
+    owner = IntegratedProfiler(load_config({"integrated": {"profile": False, "profile_save_path": str(tmp_path)}}),
+                               role="actor", rank=0, world_size=1)
+    child = IntegratedProfiler(cfg, role="actor", rank=0, world_size=1, iteration_spans=False, request_id="r-test")
+    owner.start()
+    gate = _hold_writer()
+    try:
+        _train(child, 1)
+        t0 = time.perf_counter()
+        child.stop()   # the listener stops its child mid-run, on the training thread
+        assert time.perf_counter() - t0 < 5
+        assert child.captures[0]["status"] == "exporting"
+    finally:
+        gate.set()
+    owner.stop()   # the end of the run: waits for every export of the process
+    assert child.captures[0]["status"] == "ok"
+    assert _meta_on_disk(child)["trace_files"][0].endswith(".json.gz")

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 from mindspeed_profiler.capture import stages as _stages
 from mindspeed_profiler.config.checks import (
     AIC_METRICS, DEFAULT_SAVE_PATH, EXPORT_TYPES, MAX_ITERATION, PROFILE_LEVELS, TRACER_SINKS, backend_choices,
-    check_bool, check_choice, check_declared_stages, check_dir_path, check_env_map, check_int, check_number,
+    check_auto_capture, check_bool, check_choice, check_declared_stages, check_dir_path, check_env_map, check_int, check_number,
     check_parallel_ranks, check_ranks, check_role_ranks, check_save_path, check_scalar_map, check_stage,
     check_step_list, check_str_list, check_worker_groups, rank_in, system_backend_choices,
 )
@@ -64,7 +64,7 @@ class IntegratedConfig:
     trace_size_budget_mb: float | None = setting(None, check_number(0.0, optional=True))
     # host memory (MB) the process may grow by while one capture records (null: unbounded): past it the
     # capture stops at the next iteration boundary, with a note (docs/profiling.md, "Capture cost")
-    capture_memory_budget_mb: float | None = setting(4096.0, check_number(0.0, optional=True))
+    capture_memory_budget_mb: float | None = setting(1024.0, check_number(0.0, optional=True))
     # the trace's compression, the memory snapshot's pickle and the final metadata written on a
     # background thread (runtime/export_writer.py); false: all of it inside the step, as torch does
     background_export: bool = setting(True, check_bool)
@@ -80,6 +80,9 @@ class IntegratedConfig:
     profile_parallel_ranks: Mapping[str, tuple[int, ...]] | None = setting(None, check_parallel_ranks)
     # listen for on-demand capture requests (mindspeed-profiler trigger; ondemand/), also with profile: false
     dynamic: bool = setting(False, check_bool)
+    # capture the N iterations after one slower than `factor` x its running median, itself (ondemand/auto_capture.py):
+    # None (off), else the mapping of config/checks.py AUTO_CAPTURE_KEYS with every key
+    auto_capture: Mapping[str, Any] | None = setting(None, check_auto_capture)
     # per-role rank selection (verl's per-role profiler.enable / all_ranks / ranks): a role not listed captures nothing
     role_ranks: Mapping[str, str | int | tuple[int, ...]] | None = setting(None, check_role_ranks)
     # false: each recorded step is its own capture (verl's profile_continuous_steps: false)

@@ -160,7 +160,6 @@ class Captures:
                 self._cut(cap, iteration, f"stopped early: iterations {cap.spec.first}-{iteration} recorded "
                                           f"(iteration {iteration} possibly in part)")
             self.close(cap)
-        self.wait_exports(min(self.cfg.export_wait_s, session.EXPORT_WAIT_CAP_S), "the profiler stopped")
 
     def stage_call(self, name: str, iteration: int) -> Capture | None:
         """A call of stage `name` begins in `iteration`: its capture when the plan selects it."""
@@ -332,6 +331,7 @@ class Captures:
             return
         if self.cfg.background_export:
             self.exporting.append(cap)
+            session.EXPORTING.add(self)
             cap.job, waited = export_writer.WRITER.submit(cap.spec.worker_name,
                                                           lambda: self._complete(cap, files, deferred, directory))
             if waited > 0.001:   # the queue was full: this capture waited for an earlier one's export
@@ -362,6 +362,8 @@ class Captures:
                           cap.spec.worker_name, type(exc).__name__, exc)
             if cap in self.exporting:
                 self.exporting.remove(cap)
+            if not self.exporting:
+                session.EXPORTING.discard(self)
         self._account(cap, directory)
 
     def wait_exports(self, timeout: float, why: str) -> list[str]:
@@ -377,7 +379,7 @@ class Captures:
             for cap in caps:
                 if cap not in self.exporting:
                     continue
-                note = (f"export not finished when {why} (waited {timeout:g} s): {', '.join(cap.left) or 'metadata'} "
+                note = (f"export not finished when {why} (waited {timeout:.1f} s): {', '.join(cap.left) or 'metadata'} "
                         "not written; the trace files listed are whole")
                 cap.meta["notes"].append(note)
                 directory = cap.meta.get("directory")
@@ -386,7 +388,7 @@ class Captures:
                 late.append(cap.spec.worker_name)
         if late:
             self.warn(("export-late", why), "profiler export of %d capture(s) on %s rank %d not finished when %s "
-                      "(waited %g s): %s", len(late), self.who.role, self.who.rank, why, timeout, ", ".join(late))
+                      "(waited %.1f s): %s", len(late), self.who.role, self.who.rank, why, timeout, ", ".join(late))
         return late
 
     def _account(self, cap: Capture, directory: Path) -> None:

@@ -257,6 +257,10 @@ class IntegratedProfiler:
         self.running = False
         self._given_counts = {}
         self._run_stop(self)
+        if self.request_id is None and session.EXPORTING:
+            # the end of this profiler's run: its exports and its on-demand children's, within bounds
+            # (a child stopped mid-run never waits: training goes on while its capture is written)
+            session.wait_exports("the profiler stopped")
         session.RUNNING.discard(self)
         self._iteration = None
         if self.enabled:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -119,10 +120,26 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+# The capture sets (runtime/captures.Captures) with background exports not yet finished: an owner
+# profiler's stop() and interpreter exit wait for all of them, on-demand children's included.
+EXPORTING: "weakref.WeakSet[Any]" = weakref.WeakSet()
 # stop() waits at most this long for background exports, whatever export_wait_s says: a SIGTERM
 # lowers it, since schedulers (Kubernetes, Slurm) send SIGKILL ~30 s after SIGTERM by default
 EXPORT_WAIT_CAP_S = float("inf")
 SIGTERM_EXPORT_WAIT_S = 20.0
+
+
+def wait_exports(why: str, timeout: float | None = None) -> None:
+    """Wait for every pending background export of this process: each capture set at most its own
+    export_wait_s (or `timeout`), never past EXPORT_WAIT_CAP_S in all; what is not done by then is
+    said by each set (its warning, its captures' metadata)."""
+    deadline = time.monotonic() + EXPORT_WAIT_CAP_S if EXPORT_WAIT_CAP_S != float("inf") else None
+    for captures in list(EXPORTING):
+        bound = captures.cfg.export_wait_s if timeout is None else timeout
+        if deadline is not None:
+            bound = max(0.0, min(bound, deadline - time.monotonic()))
+        with contextlib.suppress(Exception):
+            captures.wait_exports(bound, why)
 
 
 def stop_all_on_sigterm() -> None:
@@ -140,3 +157,4 @@ def stop_all() -> None:
             prof.stop()
         except Exception:
             pass
+    wait_exports("the process exited")
