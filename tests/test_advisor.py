@@ -264,7 +264,12 @@ def test_every_finding_points_to_a_heading_of_diagnosis_md(late_job, tmp_path):
                                                              "timing_s/iteration": 4.0})]})
              + advisor.findings(_rollout_summary(tmp_path / "tail", [long_tail_batch(n=16, every=4)]))
              + advisor.engine_queueing(_rollout_summary(tmp_path / "queue", [[sample(i, 0, 100, 8, queue_s=0.04)
-                                                                               for i in range(8)]])))
+                                                                               for i in range(8)]]))
+             # asynchronous RL's rules (tests/test_async_rl.py has each one's cases)
+             + advisor.findings({"captures": [_tracker_cap("driver", **{
+                 "timing_s/iteration": 1.0, "async/trainer_idle_ratio": 0.6, "async/rollout_idle_ratio": 0.1,
+                 "async/weight_sync_exposed_s": 0.2, "async/over_bound_samples": 1, "async/samples": 8}),
+                 _tracker_cap("trainer", **{"timing_s/iteration": 1.0, "async/rollout_idle_ratio": 0.6})]}))
     ids = {f["id"] for f in found}
     assert ids >= {r.__name__ for r in advisor.RULES} - {"slow_link"}   # slow_link's: test_slow_link's fixture
     for f in found:

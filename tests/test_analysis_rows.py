@@ -56,6 +56,8 @@ def outputs(tmp_path_factory, request) -> list[tuple[str, Path, dict]]:
     nccl = tmp_path_factory.mktemp("nccl_args")   # HTA's NCCL trace with collective args (collective_bandwidth)
     shutil.copytree(REPO_ROOT / "tests" / "data" / "hta" / "nccl_parser_config", nccl, dirs_exist_ok=True)
     roots.append(("nccl trace with collective args", nccl))
+    from test_async_rl import write_async_tracker   # an async trainer's tracker file (async_iterations)
+    roots.append(("async trainer's metrics", write_async_tracker(tmp_path_factory.mktemp("async"))))
     roots.append(("rollout samples", rollout_run(tmp_path_factory.mktemp("samples"))))   # docs/rollout.md's records
     ascend_sets = request.getfixturevalue("ascend_sets")
     for name, sub in (("pp4_l2", ""), ("gpt3_cluster16", "cluster_analysis_output"), ("db_l1", "")):

@@ -30,9 +30,11 @@ class AsyncActorWorker(GRPOActorWorker):
     """A GRPO actor rank of the async mode: the update (slowed by `grpo.update_delay_ms`, a knob
     that makes the trainer the bottleneck) and the gather of its weights for the rollout group."""
 
-    def update(self, *args: Any, **kwargs: Any) -> dict[str, float]:
-        _sleep_ms(self.model_cfg.get("update_delay_ms", 0))   # outside the stage: the knob is not the model's work
-        return super().update(*args, **kwargs)
+    def _all_reduce_grads(self) -> None:
+        # update_delay_ms: every rank sleeps before each gradient all-reduce (update_epochs per update),
+        # inside its actor_update stage, as the straggler knob does on one rank
+        _sleep_ms(self.model_cfg.get("update_delay_ms", 0))
+        super()._all_reduce_grads()
 
     def gather_weights(self, version: int) -> dict[str, Any]:
         """Phase 1 of the sync: this rank's weights (after `version` updates) into the object store.
@@ -61,17 +63,21 @@ class RolloutWorker(ActorWorker):
                        batch: int) -> dict[str, Any]:
         """One batch (this worker's iteration `batch`): generate() with the weights loaded last, whose
         version (this worker's own count, not the caller's word) goes into every sample's record;
-        `grpo.rollout_delay_ms` first (a knob that makes the rollout the bottleneck, as a slower
-        engine would). Returns tokens, lengths, the version and the wall-clock span."""
+        `grpo.rollout_delay_ms` delays its decoding (_sample: a knob that makes the rollout the
+        bottleneck, as a slower engine would). Returns tokens, lengths, the version and the wall-clock span."""
         policy_version = self.version
         start = time.time()
         with trace_span("rollout_generate", cat=CAT_ASYNC, args={"batch": batch, "policy_version": policy_version}):
-            _sleep_ms(self.model_cfg.get("rollout_delay_ms", 0))
             tokens, lengths = self.generate(prompts, n_samples, response_len, temperature, policy_version)
         end = time.time()
         self._note_batch(tokens, prompts.shape[1], lengths)
         self.end_iteration()   # the rollout's iteration is the batch: its samples are recorded under it
         return {"tokens": tokens, "lengths": lengths, "policy_version": policy_version, "start": start, "end": end}
+
+    def _sample(self, prompts: torch.Tensor, how: Any, temperature: float) -> Any:
+        # the rollout_delay_ms knob inside the generation stage, before the first token (a slower engine)
+        _sleep_ms(self.model_cfg.get("rollout_delay_ms", 0))
+        return super()._sample(prompts, how, temperature)
 
     def load_weights(self, holder: list, version: int) -> dict[str, Any]:
         """Phases 2 and 3 of the sync: fetch the gathered weights (`holder`: [ObjectRef]) and load them."""

@@ -17,12 +17,16 @@ from mindspeed_profiler.core import formats
 
 PREFIX, SYNC_PHASES = formats.ASYNC_METRICS_PREFIX, formats.WEIGHT_SYNC_PHASES
 
-# ours -> (framework, its key): docs/async.md says how each one's definition differs
+# ours -> (framework, its key) for the same or the nearest quantity; docs/async.md "Other frameworks' names"
+# says where each was read and how its definition differs (a ratio there where we give seconds, ...)
 ALIASES: dict[str, tuple[tuple[str, str], ...]] = {
-    "async/trainer_wait_s": (("NeMo-RL", "timing/train/exposed_generation"),),
-    "async/trainer_idle_ratio": (("verl", "trainer/idle_ratio"), ("NeMo-RL", "efficiency/idle/buffer_starvation")),
-    "async/rollout_idle_ratio": (("verl", "rollouter/idle_ratio"), ("NeMo-RL", "efficiency/idle/refit_bubble")),
+    "async/trainer_wait_s": (("NeMo-RL", "timing/train/idle/buffer_starvation"),
+                             ("NeMo-RL", "timing/train/exposed_generation")),
+    "async/trainer_idle_ratio": (("verl", "fully_async/trainer/idle_ratio"),),
+    "async/rollout_idle_ratio": (("verl", "fully_async/rollouter/idle_ratio"),
+                                 ("NeMo-RL", "timing/train/idle/generation_limit_pause")),
     "async/weight_sync_s": (("verl", "timing_s/param_sync"), ("NeMo-RL", "timing/train/weight_sync")),
+    "async/weight_sync_exposed_s": (("NeMo-RL", "timing/train/idle/refit_bubble"),),
     "async/staleness_mean": (("NeMo-RL", "train/avg_trajectory_age"), ("AReaL", "version_stats/sample_staleness_avg")),
     "async/staleness_max": (("AReaL", "version_stats/sample_staleness_max"),),
     "async/staleness_min": (("AReaL", "version_stats/sample_staleness_min"),),

@@ -453,8 +453,14 @@ def engine_queueing(summary: dict) -> list[Finding]:
 
 
 # asynchronous RL's rules (the tracker's async/* keys): their logic, thresholds and docs in async_rl.py
-for _id, _args in async_rl.CHECKS.items():
-    finding_rule(_id, **async_rl.DOCS[_id])(lambda summary, _args=_args: [_finding(*f) for f in _args(summary)])
+def _async_rule(rule_id: str) -> Check:
+    def check(summary: dict) -> list[Finding]:
+        return [_finding(*f) for f in async_rl.CHECKS[rule_id](summary)]
+    check.__name__ = check.__qualname__ = rule_id
+    return finding_rule(rule_id, **async_rl.DOCS[rule_id])(check)
+
+
+ASYNC_RULES = tuple(map(_async_rule, async_rl.CHECKS))   # rollout_bound, trainer_bound, weight_sync_exposed, staleness_past_bound
 
 
 RULES: tuple[Check, ...] = tuple(r.check for r in REGISTRY.values())

@@ -151,8 +151,8 @@ def staleness_findings(summary: dict) -> list[tuple]:
         n_over = sum(r["over_bound_samples"] for r in over)
         n_all = sum(r.get("samples") or 0 for r in rows) or n_over
         worst = max(over, key=lambda r: r.get("staleness_max") or 0)
-        out.append(("staleness_past_bound", f"{n_over} trained samples are staler than the bound "
-                    f"({worst.get('staleness_max'):g} versions > {worst.get('max_staleness'):g}) in "
+        out.append(("staleness_past_bound", f"{n_over:g} trained samples are staler than the bound "
+                    f"({worst.get('staleness_max')} versions > {worst.get('max_staleness')}) in "
                     f"{len(over)} iterations", n_over / n_all,
                     {"table": "async_iterations", "path": path, "over_bound_samples": n_over, "samples": n_all,
                      "iterations": [r["iteration"] for r in over], "staleness_max": worst.get("staleness_max")},

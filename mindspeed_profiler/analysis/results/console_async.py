@@ -1,0 +1,53 @@
+"""The terminal's table of an asynchronous run (docs/async.md): per trainer (tracker file with
+`async/*` keys) the steady iterations' means of who waited for whom, the weight sync in its phases
+and the staleness of the samples trained; read through ASYNC_ITERATIONS."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from mindspeed_profiler.core.formats import WEIGHT_SYNC_PHASES
+from mindspeed_profiler.analysis.analyzers.async_rl import ASYNC_ITERATIONS, steady
+
+TITLE = "Asynchronous RL: who waits for whom, weight sync, staleness (steady iterations' means; docs/async.md)"
+
+
+def _mean(rows: list[dict], key: str) -> float | None:
+    vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _cell(v: float | None, fmt: str) -> str:
+    return "" if v is None else format(v, fmt)
+
+
+def table_rows(summary: dict) -> list[list[str]]:
+    """One row per trainer: its steady iterations' means (pure, for the table and its test)."""
+    per: dict[str, list[dict]] = {}
+    for r in ASYNC_ITERATIONS.rows(summary):
+        per.setdefault(str(r.get("path")), []).append(r)
+    out = []
+    for path, rows in sorted(per.items()):
+        st = steady(rows)
+        maxima = [r["staleness_max"] for r in rows if isinstance(r.get("staleness_max"), (int, float))]
+        out.append([path, f"{len(st)} of {len(rows)}", _cell(_mean(st, "iteration_s"), ".3f"),
+                    _cell(_mean(st, "trainer_idle_ratio"), ".0%"), _cell(_mean(st, "rollout_idle_ratio"), ".0%"),
+                    "/".join(_cell(_mean(st, f"weight_sync_{p}_s"), ".3f") for p in WEIGHT_SYNC_PHASES),
+                    _cell(_mean(st, "weight_sync_exposed_s"), ".3f"), _cell(_mean(rows, "staleness_mean"), ".2f"),
+                    _cell(max(maxima) if maxima else None, "g"),
+                    str(sum(int(r.get("over_bound_samples") or 0) for r in rows))])
+    return out
+
+
+def print_async(con: Console, summary: dict) -> None:
+    rows = table_rows(summary)
+    if not rows:
+        return
+    t = Table(title=TITLE, title_justify="left")
+    for name in ("tracker", "steady iterations", "iteration s", "trainer waits", "rollout idles",
+                 "sync s gather/transfer/load", "sync exposed s", "staleness mean", "staleness max", "over the bound"):
+        t.add_column(name, justify="left" if name == "tracker" else "right",
+                     no_wrap=name in ("tracker", "sync s gather/transfer/load"))
+    for row in rows:
+        t.add_row(*row)
+    con.print(t)
