@@ -394,3 +394,66 @@ def check_dir_path(value: Any, path: str, problems: Problems) -> Any:
         problems.append((path, f"got {describe(value)}; expected a directory path or null"))
         return BAD
     return expand_path(value, path, problems)
+
+
+# `integrated.auto_capture` (ondemand/auto_capture.py, docs/ondemand.md "Automatic capture of the slow
+# iteration"): the keys of its mapping with their defaults and checkers. `iterations` and
+# `lead_iterations` stay within an on-demand request's 1,000 iterations (ondemand/requests.py).
+AUTO_CAPTURE_KEYS: Mapping[str, tuple[Any, Checker]] = MappingProxyType({
+    "enable": (True, check_bool),
+    "factor": (3.0, check_number(1.0)),                              # > 1: slower than the running median by this
+    "stage": (None, None),                                           # null: the whole iteration; else one stage (below)
+    "iterations": (2, check_int(1, 1000)),                           # N iterations captured after the slow one
+    "max_captures": (2, check_int(1, 1000)),                         # M automatic captures per run, per worker
+    "min_history": (10, check_int(1, 100_000)),                      # iterations timed before it may fire
+    "window": (100, check_int(1, 100_000)),                          # iterations in the running median
+    "lead_iterations": (0, check_int(0, 1000)),                      # iterations between the slow one and the capture
+    "min_time_s": (0.0, check_number(minimum=0.0, maximum=86400.0)),  # a slow time below this never fires
+})
+
+
+def check_auto_stage(value: Any, path: str, problems: Problems) -> Any:
+    """null (the whole iteration) or one registered stage name."""
+    if value is None:
+        return None
+    valid = _stages.registered_stages()
+    if isinstance(value, str) and _stages.is_stage(value):
+        return value
+    problems.append((path, f"got {describe(value)}; allowed: null (the whole iteration) or one stage of: "
+                           f"{', '.join(valid)} (trainers add more with register_stage){hint(value, valid)}"))
+    return BAD
+
+
+def check_auto_capture(value: Any, path: str, problems: Problems) -> Any:
+    """false / null (off), true (every default) or a mapping of AUTO_CAPTURE_KEYS -> the normalized
+    mapping with every key, or None when off."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        value = {}
+    if not isinstance(value, Mapping):
+        problems.append((path, f"got {describe(value)}; expected true, false or a mapping with keys from "
+                               f"{', '.join(AUTO_CAPTURE_KEYS)}"))
+        return BAD
+    out: dict[str, Any] = {k: default for k, (default, _) in AUTO_CAPTURE_KEYS.items()}
+    ok = True
+    for key, raw in value.items():
+        where = f"{path}.{key}"
+        if key not in AUTO_CAPTURE_KEYS:
+            problems.append((where, f"unknown key {str(key)[:80]!r}{hint(key, AUTO_CAPTURE_KEYS)}; valid keys: "
+                                    f"{', '.join(AUTO_CAPTURE_KEYS)}"))
+            ok = False
+            continue
+        check = AUTO_CAPTURE_KEYS[key][1] or check_auto_stage
+        got = check(raw, where, problems)
+        if got is BAD:
+            ok = False
+        else:
+            out[key] = got
+    if ok and out["min_history"] > out["window"]:
+        problems.append((f"{path}.min_history", f"got {out['min_history']} with window {out['window']}; the running "
+                                                "median holds at most `window` iterations: need min_history <= window"))
+        ok = False
+    if not ok:
+        return BAD
+    return MappingProxyType(out) if out.pop("enable") else None
