@@ -22,6 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from mindspeed_profiler.core import formats
+from mindspeed_profiler.core.auto_reason import reason_note
 from mindspeed_profiler.core.warn import warn_once
 from mindspeed_profiler.capture.observers import ObservedProfiler, Observer
 from mindspeed_profiler.ondemand import requests as rq
@@ -94,6 +95,7 @@ class Listener(Observer):
         self._mailbox_source: Any = None
         self._lock = threading.Lock()   # entries are written by the training thread, read by the poller
         self.polls_started = self.polls_done = 0
+        self.auto: Any = None   # the owner's automatic capture (auto_capture.py), which sets it: its budget M
 
     # ------------------------------------------------------------------ training thread
 
@@ -177,6 +179,10 @@ class Listener(Observer):
         if not isinstance(req, rq.Request):
             self._reject(rid, kind, str(req))
             return
+        refused = self.auto.refusal() if req.auto is not None and self.auto is not None else None
+        if refused:   # an automatic request beyond this worker's max_captures
+            self._record(req.id, _Entry(req, "rejected", reason=refused, source=kind))
+            return
         busy = [(e.request.id, e.begin, e.last) for e in ([self.active] if self.active else []) + self.queue]
         d = rq.decide(req, role=self.owner.role, rank=self.rank, iteration=iteration,
                       ranks_selected=cfg.integrated.rank_selected(self.rank, self.owner.role), busy=busy, static_runs=self.static_runs,
@@ -188,6 +194,8 @@ class Listener(Observer):
             self.queue.append(entry)
             self.queue.sort(key=lambda e: e.begin)
             log.info("on-demand capture %s accepted on %s: iterations %d-%d", req.id, self.key, d.first, d.last)
+            if req.auto is not None and self.auto is not None:
+                self.auto.accepted(req)
         else:
             log.info("on-demand request %s %s on %s: %s", req.id, d.state, self.key, d.reason)
         self._record(req.id, entry)
@@ -234,6 +242,9 @@ class Listener(Observer):
     def _start_child(self, entry: _Entry, iteration: int) -> None:
         try:
             child = self.owner.for_request(entry.cfg, entry.request.id, rank=self.rank, world_size=self.world_size)
+            if entry.request.auto is not None and getattr(child, "capturing", None) is not None:
+                # an automatic capture: its reason in every capture's metadata (the analysis's finding reads it)
+                child.capturing.notes.append(reason_note(entry.request.auto))
             child.start(iteration)
         except Exception as exc:
             self._set(entry, "rejected", reason=f"the capture could not start: {type(exc).__name__}: {exc}")
@@ -258,6 +269,14 @@ class Listener(Observer):
         self._set(entry, "done", reason=reason)
         entry.child = None
         self.active = None
+
+    def submit(self, req: rq.Request, kind: str = "auto") -> None:
+        """A request made in this process (auto_capture.py), taken at the current boundary's own
+        step() call when this listener is told after its maker: validated here, on the training
+        thread (once per request); a request that does not validate is rejected with its reason."""
+        taken = self._prepare(req.id, kind, req.to_dict())
+        if taken is not None:
+            self.pending.append(taken)
 
     def _reject(self, rid: str, kind: str, reason: str) -> None:
         self._record(rid, _Entry(None, "rejected", reason=reason, source=kind))

@@ -9,7 +9,8 @@ Two request formats are read:
        "iterations": [first, last] | null,     # absolute, 1-based, inclusive
        "steps": N | null,                      # else: the next N iterations of each worker
        "roles": ["actor", ...] | null,         # null: every role
-       "integrated": {"stage": ..., "profile_level": ..., "profile_ranks": ..., ...}}
+       "integrated": {"stage": ..., "profile_level": ..., "profile_ranks": ..., ...},
+       "auto": {"slow_iteration": ..., ...} | absent}   # integrated.auto_capture's reason (auto_capture.py)
 
 - torch_npu's dynamic-profiler `profiler_config.json` (torch_npu/profiler/_dynamic_profiler/
   _dynamic_profiler_config_context.py): every change of the file is a request (torch_npu's monitor
@@ -39,7 +40,8 @@ MAX_LISTED_KEYS = 5    # unknown keys named in a rejection
 FIXED_FIELDS = ("profile", "dynamic", "profile_save_path", "profile_step_start", "profile_step_end", "profile_steps")
 STATES = ("requested", "running", "done", "rejected", "skipped")
 FINAL_STATES = ("done", "rejected", "skipped")
-SOURCES = ("trigger", "torch_npu")
+SOURCES = ("trigger", "torch_npu", "auto")   # auto: integrated.auto_capture (auto_capture.py)
+MAX_AUTO_KEYS = 32     # keys of an automatic request's reason (`auto`)
 
 
 class RequestError(ValueError):
@@ -58,12 +60,13 @@ class Request:
     source: str = "trigger"
     created: str | None = None
     notes: tuple[str, ...] = ()
+    auto: Mapping[str, Any] | None = None   # an automatic capture's reason (core/auto_reason.py), else None
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "id": self.id, "created": self.created, "source": self.source,
                 "iterations": list(self.iterations) if self.iterations else None, "steps": self.steps,
                 "roles": list(self.roles) if self.roles else None, "integrated": dict(self.integrated),
-                "notes": list(self.notes)}
+                "notes": list(self.notes), **({"auto": dict(self.auto)} if self.auto is not None else {})}
 
 
 def _positive_int(value: Any, name: str, minimum: int = 1) -> int:
@@ -90,7 +93,7 @@ def parse_request(raw: Any, fallback_id: str | None = None) -> Request:
     if not isinstance(rid, str) or not rid or len(rid) > 128 or any(c in rid for c in "/\\\0"):
         raise RequestError(f"id: got {rid!r}; expected a non-empty string without slashes")
     unknown = [k for k in raw if k not in {"schema", "id", "created", "source", "iterations", "steps", "roles", "integrated",
-                                           "notes", "run_id"}]
+                                           "notes", "run_id", "auto"}]
     if unknown:
         raise RequestError(f"unknown key(s) {_some(unknown)}; allowed: id, iterations, steps, roles, integrated")
     if raw.get("schema", SCHEMA) != SCHEMA:
@@ -123,10 +126,15 @@ def parse_request(raw: Any, fallback_id: str | None = None) -> Request:
     if fixed:
         raise RequestError(f"integrated.{fixed[0]}: set by the request itself (iterations / steps) or by the job; "
                            f"a request may not set {', '.join(FIXED_FIELDS)}")
+    auto = raw.get("auto")
+    if auto is not None and (not isinstance(auto, Mapping) or len(auto) > MAX_AUTO_KEYS):
+        raise RequestError(f"auto: got {type(auto).__name__} of {len(auto) if isinstance(auto, Mapping) else '?'} keys; "
+                           f"expected the reason of an automatic capture, an object of at most {MAX_AUTO_KEYS} keys")
     source = raw.get("source", "trigger")
     return Request(id=rid, iterations=its, steps=steps, roles=roles, integrated=MappingProxyType(dict(integrated)),
                    source=source if source in SOURCES else "trigger", created=raw.get("created") if isinstance(raw.get("created"), str) else None,
-                   notes=tuple(str(n) for n in raw.get("notes") or () if isinstance(n, str)))
+                   notes=tuple(str(n) for n in raw.get("notes") or () if isinstance(n, str)),
+                   auto=MappingProxyType(dict(auto)) if auto is not None else None)
 
 
 def _some(keys: Sequence[Any]) -> str:

@@ -123,12 +123,18 @@ class IntegratedProfiler:
 
             self._metrics = MetricsTracker(self, full, rank, world_size)
             self.observers.append(self._metrics)
-        if getattr(integ, "dynamic", False) and iteration_spans:
+        # auto_capture asks for its captures through the listener (it listens as dynamic: true does)
+        auto = getattr(integ, "auto_capture", None) if request_id is None else None
+        if (getattr(integ, "dynamic", False) or auto is not None) and iteration_spans:
             from mindspeed_profiler.ondemand.listener import make_listener
 
             self._ondemand = make_listener(self, full, integ, rank, world_size)
             if self._ondemand is not None:
                 self.observers.append(self._ondemand)
+            if auto is not None:
+                from mindspeed_profiler.ondemand.auto_capture import add_auto_capture
+
+                add_auto_capture(self, self._ondemand, auto)
         if self.enabled:
             self._resolve(integ, full, rank, world_size, backend)
         # runtime/boundary.py's table, run at start / step / stop (the capture actions only when enabled)
