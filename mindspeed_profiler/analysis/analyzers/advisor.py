@@ -25,6 +25,7 @@ from mindspeed_profiler.core.formats import is_train_stage
 from mindspeed_profiler.analysis.models import questions as q
 from mindspeed_profiler.analysis.analyzers import rollout_rules as rollout
 from mindspeed_profiler.analysis.analyzers import async_rl
+from mindspeed_profiler.analysis.analyzers import auto_capture_rules as auto_rules
 from mindspeed_profiler.analysis.analyzers.tracker_metrics import MFU_PREFIX, maxima, means
 from mindspeed_profiler.analysis.models.finding_rules import REGISTRY, Check, Finding, finding_rule, markdown
 
@@ -461,6 +462,7 @@ def _async_rule(rule_id: str) -> Check:
 
 
 ASYNC_RULES = tuple(map(_async_rule, async_rl.CHECKS))   # rollout_bound, trainer_bound, weight_sync_exposed, staleness_past_bound
+finding_rule(auto_rules.RULE, **auto_rules.DOCS[auto_rules.RULE])(auto_rules.check(_finding))   # integrated.auto_capture's
 
 
 RULES: tuple[Check, ...] = tuple(r.check for r in REGISTRY.values())
