@@ -127,7 +127,7 @@ def test_async_grpo_learns_and_its_metrics_are_the_timelines_and_records(tmp_pat
 
     assert [r["iteration"] for r in ASYNC_ITERATIONS.rows(summary)] == list(range(1, 41))
     assert "staleness_past_bound" not in _findings(save)
-    assert "Asynchronous RL: who waits for whom" in out.stdout   # the terminal's table (console_async.py)
+    assert "Asynchronous RL: who waits for whom" in out.stdout   # the terminal's table (async_table.py)
 
 
 def test_a_slow_rollout_makes_the_run_rollout_bound(tmp_path):

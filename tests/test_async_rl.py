@@ -124,8 +124,16 @@ def test_staleness_past_the_bound(tmp_path):
 
 
 def test_the_terminal_table_gives_the_steady_means(tmp_path):
-    from mindspeed_profiler.analysis.results.console_async import table_rows
+    from mindspeed_profiler.analysis.results.async_table import table_rows
 
     (row,) = table_rows(_analyse(write_async_tracker(tmp_path)))
     assert row[0] == "metrics/driver_rank0.jsonl" and row[1] == "4 of 6"
     assert row[3:5] == ["60%", "5%"] and row[8:] == ["1", "0"]
+
+
+def test_report_html_has_the_async_table(tmp_path):
+    root = write_async_tracker(tmp_path)
+    analyse_directory(root, jobs=1, html=True, progress=False)
+    html = (root / "analysis" / "report.html").read_text()
+    assert "Asynchronous RL: who waits for whom</h2>" in html and 'id="async-rl"' in html
+    assert ">metrics/driver_rank0.jsonl</td>" in html and ">60%</td>" in html and ">4 of 6</td>" in html

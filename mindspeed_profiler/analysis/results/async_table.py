@@ -1,6 +1,7 @@
-"""The terminal's table of an asynchronous run (docs/async.md): per trainer (tracker file with
-`async/*` keys) the steady iterations' means of who waited for whom, the weight sync in its phases
-and the staleness of the samples trained; read through ASYNC_ITERATIONS."""
+"""The table of an asynchronous run (docs/async.md), in the terminal (print_async) and report.html
+(results/report/sections.py): per trainer (tracker file with `async/*` keys) the steady
+iterations' means of who waited for whom, the weight sync in its phases and the staleness of the
+samples trained; read through ASYNC_ITERATIONS."""
 from __future__ import annotations
 
 from rich.console import Console
@@ -10,6 +11,10 @@ from mindspeed_profiler.core.formats import WEIGHT_SYNC_PHASES
 from mindspeed_profiler.analysis.analyzers.async_rl import ASYNC_ITERATIONS, steady
 
 TITLE = "Asynchronous RL: who waits for whom, weight sync, staleness (steady iterations' means; docs/async.md)"
+
+
+HEADERS = ("tracker", "steady iterations", "iteration s", "trainer waits", "rollout idles",
+           "sync s gather/transfer/load", "sync exposed s", "staleness mean", "staleness max", "over the bound")
 
 
 def _mean(rows: list[dict], key: str) -> float | None:
@@ -44,8 +49,7 @@ def print_async(con: Console, summary: dict) -> None:
     if not rows:
         return
     t = Table(title=TITLE, title_justify="left")
-    for name in ("tracker", "steady iterations", "iteration s", "trainer waits", "rollout idles",
-                 "sync s gather/transfer/load", "sync exposed s", "staleness mean", "staleness max", "over the bound"):
+    for name in HEADERS:
         t.add_column(name, justify="left" if name == "tracker" else "right",
                      no_wrap=name in ("tracker", "sync s gather/transfer/load"))
     for row in rows:

@@ -27,7 +27,7 @@ from mindspeed_profiler.analysis.models import display
 from mindspeed_profiler.analysis.models import questions as q
 from mindspeed_profiler.analysis.models.display import capture_worker as _worker, field, pct as _pct
 from mindspeed_profiler.analysis.results.outputs import TotalsReader
-from mindspeed_profiler.analysis.results.console_async import print_async
+from mindspeed_profiler.analysis.results.async_table import print_async
 from mindspeed_profiler.analysis.models.summary_fields import CAPTURE_BLOCKS, SUMMARY, TIMELINE
 
 MAX_ROWS = 40            # rows of the captures and stage x worker tables before the rest is hidden

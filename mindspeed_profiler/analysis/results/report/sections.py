@@ -15,6 +15,7 @@ from mindspeed_profiler.analysis.models import questions as q
 from mindspeed_profiler.analysis.models.display import capture_label as label, field, pct
 from mindspeed_profiler.analysis.models.rows import rank_number
 from mindspeed_profiler.analysis.models.summary_fields import CAPTURE_BLOCKS, SUMMARY, TIMELINE
+from mindspeed_profiler.analysis.results import async_table
 from mindspeed_profiler.analysis.results.report.fmt import ms
 from mindspeed_profiler.analysis.results.report.rollout_svg import lengths_svg, occupancy_svg
 from mindspeed_profiler.analysis.results.report.svg import (
@@ -463,6 +464,12 @@ def rollout(summary: dict, top_n: int = 10) -> dict | None:
     return {"charts": charts, "n_batches": len(batches), "table": table, "slowest": slowest}
 
 
+def async_rl(summary: dict) -> Table | None:
+    """An asynchronous run's table (results/async_table.py, docs/async.md); None without one."""
+    rows = async_table.table_rows(summary)
+    return Table(list(async_table.HEADERS), rows, frozenset({0}), id="async-rl-table") if rows else None
+
+
 def context(summary: dict, report_dir: str | Path | None = None) -> dict:
     """Everything report.html.j2 and its sections read. `report_dir`: where report.html is written
     (capture links are relative to it); default: DIR/analysis/. Above SCALE_CAPTURES trace captures
@@ -479,6 +486,7 @@ def context(summary: dict, report_dir: str | Path | None = None) -> dict:
             "problems": problems(caps, links), "timeline": timeline(tl, tracker),
             "throughput": throughput(tl, tracker),
             "rollout": rollout(summary),
+            "async_rl": async_rl(summary),
             "scale": scale(summary) if big else None,
             "device_time": None if big else device_time(summary, tl), "clusters": clusters(caps),
             "slow_ranks": None if big else slow_ranks(summary),
