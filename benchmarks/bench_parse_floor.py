@@ -2,6 +2,7 @@
 "Past the floor").
 
     python benchmarks/bench_parse_floor.py [--repeat 5] [--big-mb 500] [--skip-big] [--skip-real] [--no-hta] [--no-hta-big]
+    python benchmarks/bench_parse_floor.py --commands-only [--rounds 5] [--before-path DIR] [--no-hta]
 
 Prints, in one run:
   1. the parse candidates, on the chunks of each real trace (what the streaming loader hands a
@@ -16,7 +17,14 @@ Prints, in one run:
      peak RSS: the larger of its own and the helper's), and HTA 0.5.0 (TraceAnalysis +
      get_temporal_breakdown, its pool) in a child;
   3. a synthetic Kineto trace of --big-mb MB (bench_analyse.write_big): the same three in
-     child processes, wall and peak RSS.
+     child processes, wall and peak RSS;
+  4. whole commands (issue 34), as a user runs them, wall time of each process from its start to
+     its exit, imports and outputs included: the floor as a command (python -c: read + gunzip +
+     orjson.loads, GC paused), `python -m mindspeed_profiler.analyse DIR` (default -j, the tables
+     printed to a pipe, summary.json and report.html written), the same with --before-path's code
+     (an older checkout, e.g. `git archive`, on PYTHONPATH), and HTA's whole run (import,
+     TraceAnalysis + get_temporal_breakdown); interleaved, --rounds rounds, median / best.
+     `--commands-only` runs only this part.
 Ratios are to the floor of the same run.
 """
 from __future__ import annotations
@@ -100,6 +108,61 @@ def child(kind: str, path: Path, timeout: float = 3600) -> tuple[float, float, f
         raise RuntimeError(f"{kind}: {p.stderr[-1500:]}")
     inside, rss = (float(x) for x in p.stdout.strip().splitlines()[-1].split())
     return wall, inside, rss
+
+
+# -- whole commands (issue 34) --------------------------------------------------------------------
+FLOOR_CMD = ("import gc, gzip, sys, orjson; gc.disable(); "
+             "orjson.loads(gzip.decompress(open(sys.argv[1], 'rb').read()) if sys.argv[1].endswith('.gz') "
+             "else open(sys.argv[1], 'rb').read())")
+HTA_CMD = ("import logging, sys; logging.disable(logging.CRITICAL); from hta.trace_analysis import TraceAnalysis; "
+           "TraceAnalysis(trace_dir=sys.argv[1]).get_temporal_breakdown(visualize=False)")
+
+
+def commands(path: Path, before: str | None, hta: bool) -> dict[str, tuple[list[str], dict | None]]:
+    """{name: (argv, environment or None)} of the whole commands compared on one trace."""
+    here = str(Path(__file__).resolve().parents[1])
+    ours = [sys.executable, "-m", "mindspeed_profiler.analyse", str(path.parent)]
+    env = {**os.environ, "PYTHONPATH": here}
+    out = {"floor (python -c: read + gunzip + orjson.loads, GC paused)": ([sys.executable, "-c", FLOOR_CMD, str(path)], None),
+           "ours: python -m mindspeed_profiler.analyse DIR": (ours, env)}
+    if before:
+        out["before: the same command, --before-path's code"] = (ours, {**os.environ, "PYTHONPATH": before})
+    if hta:
+        out["HTA 0.5.0: import + TraceAnalysis + get_temporal_breakdown"] = ([sys.executable, "-c", HTA_CMD, str(path.parent)], None)
+    return out
+
+
+def run_command(argv: list[str], env: dict | None, timeout: float = 3600) -> float:
+    """Wall seconds of one whole process, from its start to its exit."""
+    t = time.perf_counter()
+    p = subprocess.run(argv, env=env, capture_output=True, timeout=timeout)
+    wall = time.perf_counter() - t
+    if p.returncode != 0:
+        raise RuntimeError(f"{argv[:3]}: exit {p.returncode}: {p.stderr[-1500:].decode(errors='replace')}")
+    return wall
+
+
+def whole_commands(path: Path, rounds: int, before: str | None, hta: bool) -> dict[str, list[float]]:
+    """Each command once per round, in turn (interleaved: the box's load falls on all alike)."""
+    cmds = commands(path, before, hta)
+    res: dict[str, list[float]] = {k: [] for k in cmds}
+    for argv, env in cmds.values():   # a first run of each, not counted: page cache, .pyc files
+        run_command(argv, env)
+    for _ in range(rounds):
+        for k, (argv, env) in cmds.items():
+            res[k].append(run_command(argv, env))
+    return res
+
+
+def print_commands(path: Path, res: dict[str, list[float]]) -> None:
+    fl = statistics.median(next(iter(res.values())))
+    ours = statistics.median(res["ours: python -m mindspeed_profiler.analyse DIR"])
+    print(f"\nwhole commands, {path.name}, interleaved, median / best of {len(next(iter(res.values())))} "
+          f"(load {os.getloadavg()[0]:.1f} at the end)\n\n| command | median s | best s | / floor | / ours |\n|---|---:|---:|---:|---:|")
+    for k, v in res.items():
+        m = statistics.median(v)
+        print(f"| {k} | {m:.3f} | {min(v):.3f} | {m / fl:.2f} | {m / ours:.2f} |")
+    sys.stdout.flush()
 
 
 def timed(fn, *a) -> float:
@@ -227,11 +290,18 @@ def main() -> None:
     ap.add_argument("--no-hta-big", action="store_true", help="no HTA on the synthetic trace (it runs > 7 min on 500 MB)")
     ap.add_argument("--skip-real", action="store_true", help="only the synthetic trace")
     ap.add_argument("--extra-site", help="a directory holding isal / zlib-ng, for the gunzip candidates")
+    ap.add_argument("--commands-only", action="store_true", help="only the whole commands (part 4) on the real traces")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of the whole commands")
+    ap.add_argument("--before-path", help="an older checkout of the package: its command is measured too (PYTHONPATH)")
     args = ap.parse_args()
     if args.extra_site:
         sys.path.append(args.extra_site)
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     traces = [] if args.skip_real else real_traces(args.real)
+    if args.commands_only:
+        for path in traces:
+            print_commands(path, whole_commands(path, args.rounds, args.before_path, not args.no_hta))
+        return
     for path in traces:
         print(f"\n## {path.name}: {path.stat().st_size / 1e6:.1f} MB gz, {len(gzip.decompress(path.read_bytes())) / 1e6:.1f} MB JSON")
         print("\nparse candidates (all chunks of the event array, 256 KB each; median / best of", args.repeat, "s)\n")
@@ -245,6 +315,7 @@ def main() -> None:
         for k, v in res.items():
             print(f"| {k} | {statistics.median(v):.3f} | {min(v):.3f} | {statistics.median(v) / fl:.2f} |")
         _children(path, not args.no_hta)
+        print_commands(path, whole_commands(path, args.rounds, args.before_path, not args.no_hta))
     if not args.skip_big:
         big = WORK / "big" / "huge_rank0.pt.trace.json"
         big.parent.mkdir(parents=True, exist_ok=True)

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     try:
         summary, code = analyse_directory(args.directory, jobs=args.jobs, export_type=args.export_type,
-                                          top_n=args.top or 20, html=not args.no_html, threshold=args.threshold,
+                                          top_n=args.top or 20, html=False, threshold=args.threshold,
                                           out_dir=args.output, run=args.run, limits=limits,
                                           peak_tflops=args.peak_tflops, **ray_options)
     except setup_errors as exc:   # () without --ray: catches nothing
@@ -121,14 +121,38 @@ def run(args: argparse.Namespace) -> int:
         return code
     as_dir = os.path.isdir(where) or (args.ray and not os.path.isfile(where))   # --ray: DIR may not be here
     out = args.output or os.path.join(where if as_dir else os.path.dirname(where) or ".", "analysis")
-    c = summary["counts"]
-    print(f"analysed {c['ok']}/{c['found']} captures ({c['failed']} failed, {c['unparsed']} not parsed) "
-          f"in {summary['elapsed_s']} s -> {out}", file=sys.stderr, flush=True)
-    if not args.quiet:   # after the count line, so that the last lines are the files and how to open them
-        from mindspeed_profiler.analysis.results.console import print_summary
-        print_summary(summary, top_n=args.top or 10, out_dir=out, html=not args.no_html,
-                      db=args.export_type == "db")
+    # report.html: rendered by a forked child while this process prints the tables (issue 34; the
+    # same page: analyse_directory would write it last, from the same summary)
+    written = getattr(summary, "where", None) or out   # where analyse_directory wrote summary.json
+    report = _start_report(summary, str(written), fork=args.jobs > 1) if not args.no_html else None
+    try:
+        c = summary["counts"]
+        print(f"analysed {c['ok']}/{c['found']} captures ({c['failed']} failed, {c['unparsed']} not parsed) "
+              f"in {summary['elapsed_s']} s -> {out}", file=sys.stderr, flush=True)
+        if not args.quiet:   # after the count line, so that the last lines are the files and how to open them
+            from mindspeed_profiler.analysis.results.console import print_summary
+            print_summary(summary, top_n=args.top or 10, out_dir=out, html=not args.no_html,
+                          db=args.export_type == "db", before_outputs=report and report.result)
+        elif report is not None:
+            report.result()
+    except OSError as exc:   # the report's directory we cannot write
+        print(f"analyse: cannot write the outputs: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if report is not None:
+            report.cancel()
     return code
+
+
+def _start_report(summary: dict, out: str, fork: bool):
+    """report.html written from `summary`: by a forked child when `fork`, else when waited for."""
+    from mindspeed_profiler.analysis.pipeline import forked
+    from mindspeed_profiler.core import formats
+
+    def write() -> None:
+        from mindspeed_profiler.analysis.results.report import write_report
+        write_report(os.path.join(out, formats.REPORT_FILE), summary)
+    return forked.start(write, fork=fork)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,6 +2,7 @@
 *.json[.gz] trace anywhere (torch.profiler's tensorboard_trace_handler output, HTA's data...)."""
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import os
@@ -19,10 +20,13 @@ from mindspeed_profiler.analysis.pipeline.discover import (
     rel,
     walk,
 )
-from ..parsing import jsonscan
+from ..parsing import jsonscan, split_parse
+from ..pipeline import forked
 from ..parsing.kineto_trace import event_columns, read_kineto_trace
 from . import InputKind, register_input
 from .snapshots import snapshot_memory
+
+FORK_MEMORY_MIN = 5_000   # [memory] records from which the memory block is worth a forked child (~10 ms)
 
 
 def is_trace_json(name: str) -> bool:
@@ -32,13 +36,19 @@ def is_trace_json(name: str) -> bool:
 
 def analyse_trace_file(path: Path, top_n: int, want_events: bool) -> tuple[dict, dict | None]:
     trace = read_kineto_trace(path)
-    out = summarise(trace.events, top_n)
+    memory = None
     if trace.events.n_memory:   # profile_memory=True
         tm = trace.memory
-        # from the one parse; read once more only where its rows are not the raw X events (rare)
-        out["memory_records"] = (table_memory(trace.events, tm, top_n) if tm is not None and tm.raw_ts is not None
-                                 else kineto_trace_memory(path, top_n))
-        out["warnings"] = out.get("warnings", []) + out["memory_records"]["warnings"]
+        # from the one parse; read once more only where its rows are not the raw X events (rare).
+        # On a core left idle (a lone capture, -j 2 or more) a forked child computes it meanwhile.
+        memory = (forked.start(table_memory, trace.events, tm, top_n,
+                               fork=split_parse.HELPERS > 0 and trace.events.n_memory >= FORK_MEMORY_MIN)
+                  if tm is not None and tm.raw_ts is not None else forked.start(kineto_trace_memory, path, top_n, fork=False))
+    with memory or contextlib.nullcontext():
+        out = summarise(trace.events, top_n)
+        if memory is not None:
+            out["memory_records"] = memory.result()
+            out["warnings"] = out.get("warnings", []) + out["memory_records"]["warnings"]
     if trace.distributed is not None:
         out["distributed"] = trace.distributed
     if trace.warnings:

@@ -14,6 +14,7 @@ import math
 import statistics
 from array import array
 from pathlib import Path
+from typing import Callable
 
 from rich.console import Console
 from rich.markup import escape
@@ -519,10 +520,11 @@ def _outputs(con: Console, summary: dict, out_dir: Path | None, html: bool, db: 
 
 
 def print_summary(summary: dict, top_n: int = 10, console: Console | None = None, out_dir: str | Path | None = None,
-                  html: bool = True, db: bool | None = None) -> None:
+                  html: bool = True, db: bool | None = None, before_outputs: Callable[[], None] | None = None) -> None:
     """The terminal summary of `summary`; `top_n` rows per per-stage list. Ends with the output files
     (report.html when `html` and written, timeline.json, analysis.db when `db` and written; `db`
-    defaults to the summary's export type) and how to open each."""
+    defaults to the summary's export type) and how to open each. `before_outputs` is called before
+    they are listed (the analyse command's report.html, written meanwhile by a forked child)."""
     con = console or Console()
     if not con.is_terminal and con.width < 160:  # logs and pipes: do not squeeze the tables to 80 columns
         con.width = 160
@@ -538,4 +540,6 @@ def print_summary(summary: dict, top_n: int = 10, console: Console | None = None
     _slow_ranks(con, summary)
     _findings(con, summary)
     _warnings(con, summary)
+    if before_outputs is not None:
+        before_outputs()
     _outputs(con, summary, Path(out_dir) if out_dir else None, html, db)

@@ -1,0 +1,101 @@
+"""One function computed in a forked child while this process does something else (issue 34: the
+second core of a lone capture's analysis, after the parse). The child gets a copy-on-write image of
+this process, so `fn` reads the same tables without copying them; its result comes back pickled.
+
+Never a different result: where there is no fork, or the child fails, dies or sends something
+unreadable, `Pending.result()` computes `fn` here, so an error is raised here as it would have been
+without the child. Only for work whose result is small beside its inputs (a block of a summary, a
+file written by the child itself).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+import sys
+import warnings
+from typing import Any, Callable
+
+_OK, _FAILED = b"o", b"f"
+
+
+def available() -> bool:
+    return hasattr(os, "fork") and sys.platform.startswith("linux")
+
+
+class Pending:
+    """`fn(*args)`, running in a child (or to be run here when `pid` is None)."""
+
+    def __init__(self, fn: Callable[..., Any], args: tuple, pid: int | None, fd: int | None):
+        self.fn, self.args, self.pid, self.fd = fn, args, pid, fd
+
+    def result(self) -> Any:
+        """The child's result; computed here when there was no child or it failed."""
+        if self.pid is None:
+            return self.fn(*self.args)
+        try:
+            with os.fdopen(self.fd, "rb") as reader:
+                self.fd = None
+                data = reader.read()   # to its end: the child may block on a full pipe until then
+        finally:
+            self._reap()
+        if data[:1] == _OK:
+            try:
+                return pickle.loads(data[1:])
+            except Exception:   # noqa: BLE001  (an unreadable result: computed here instead)
+                pass
+        return self.fn(*self.args)
+
+    def cancel(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = None
+        self._reap()
+
+    def _reap(self) -> None:
+        if self.pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)   # gone already when it sent its result
+            with contextlib.suppress(OSError):
+                os.waitpid(self.pid, 0)
+            self.pid = None
+
+    def __enter__(self) -> "Pending":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.cancel()   # an exception here (a time limit): the child goes with it
+
+
+def start(fn: Callable[..., Any], *args: Any, fork: bool = True) -> Pending:
+    """`fn(*args)` in a forked child when `fork` and this platform forks; else run by `result()`."""
+    if not (fork and available()):
+        return Pending(fn, args, None, None)
+    try:
+        rd, wr = os.pipe()
+    except OSError:
+        return Pending(fn, args, None, None)
+    try:
+        with warnings.catch_warnings():   # (3.12+ warns about fork with threads: the child only computes and exits)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+    except OSError:   # no processes left: computed here
+        os.close(rd)
+        os.close(wr)
+        return Pending(fn, args, None, None)
+    if pid == 0:   # the child: whatever happens, it ends here and never returns into the caller
+        try:
+            os.close(rd)
+            try:
+                data = _OK + pickle.dumps(fn(*args), protocol=pickle.HIGHEST_PROTOCOL)
+            except BaseException:   # noqa: BLE001  (the parent computes it again and raises it there)
+                data = _FAILED
+            with os.fdopen(wr, "wb") as out:
+                out.write(data)
+            os._exit(0)
+        finally:
+            os._exit(1)
+    os.close(wr)
+    return Pending(fn, args, pid, rd)

@@ -1,0 +1,142 @@
+"""pipeline/forked.py (issue 34): one function computed in a forked child while the caller works;
+the same result as computing it here, and computed here where the child fails. Its two users: the
+memory block of a lone capture's Kineto trace (inputs/kineto.py), and report.html written while
+the analyse command prints its tables (commands/analyse.py)."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from mindspeed_profiler.analysis.analyzers import memory_peaks as mp
+from mindspeed_profiler.analysis.inputs import kineto as kin
+from mindspeed_profiler.analysis.parsing import split_parse
+from mindspeed_profiler.analysis.pipeline import forked
+from mindspeed_profiler.commands import analyse as analyse_cmd
+from test_memory_one_pass import RANGES, _write
+from test_memory_peaks import HAND_EVENTS, _mem
+
+pytestmark = pytest.mark.skipif(not forked.available(), reason="no fork on this platform")
+
+
+def _pid_and(x):
+    return os.getpid(), x * 2
+
+
+def test_result_comes_from_a_child():
+    p = forked.start(_pid_and, 21)
+    pid, value = p.result()
+    assert value == 42 and pid != os.getpid()
+
+
+def test_no_fork_computes_here():
+    assert forked.start(_pid_and, 1, fork=False).result() == (os.getpid(), 2)
+
+
+def _fails_in_child(parent: int):
+    if os.getpid() != parent:
+        raise RuntimeError("child only")
+    return "here"
+
+
+def test_a_failed_child_is_computed_here():
+    assert forked.start(_fails_in_child, os.getpid()).result() == "here"
+
+
+def _dies_in_child(parent: int):
+    if os.getpid() != parent:
+        os._exit(3)
+    return "here"
+
+
+def test_a_dead_child_is_computed_here():
+    assert forked.start(_dies_in_child, os.getpid()).result() == "here"
+
+
+def _unpicklable(parent: int):
+    return (lambda: 0) if os.getpid() != parent else "here"
+
+
+def test_an_unpicklable_result_is_computed_here():
+    assert forked.start(_unpicklable, os.getpid()).result() == "here"
+
+
+def _raises(_):
+    raise ValueError("bad input")
+
+
+def test_an_error_is_raised_here():
+    with pytest.raises(ValueError, match="bad input"):
+        forked.start(_raises, 0).result()
+
+
+def _large(n: int):
+    return bytes(n)
+
+
+def test_a_result_larger_than_a_pipe():
+    assert forked.start(_large, 5 << 20).result() == bytes(5 << 20)
+
+
+def test_cancel_reaps_the_child():
+    p = forked.start(time.sleep, 60)
+    pid = p.pid
+    t = time.perf_counter()
+    with p:
+        pass   # an exception in the caller (a time limit) leaves the block the same way
+    assert time.perf_counter() - t < 10 and p.pid is None
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+def _memory_trace(tmp_path: Path) -> Path:
+    return _write(tmp_path, HAND_EVENTS + RANGES + [_mem(39.75, 7, 1500)])
+
+
+def test_memory_block_in_a_child_is_the_one_here(tmp_path, monkeypatch):
+    p = _memory_trace(tmp_path)
+    want, _ = kin.analyse_trace_file(p, mp.TOP_N, False)
+    pids = []
+    real = kin.table_memory
+
+    def spy(*a):
+        out = real(*a)
+        return {**out, "pid": os.getpid()}
+    monkeypatch.setattr(kin, "table_memory", spy)
+    monkeypatch.setattr(kin, "FORK_MEMORY_MIN", 1)
+    with split_parse.helpers(1):   # a core to spare: the child computes it
+        got, _ = kin.analyse_trace_file(p, mp.TOP_N, False)
+    pids.append(got["memory_records"].pop("pid"))
+    assert pids[0] != os.getpid()
+    assert got == want
+    got, _ = kin.analyse_trace_file(p, mp.TOP_N, False)   # no core to spare: here
+    assert got["memory_records"].pop("pid") == os.getpid() and got == want
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_command_writes_the_same_report(tmp_path, capsys, jobs):
+    p = _memory_trace(tmp_path)
+    assert analyse_cmd.main([str(p.parent), "-j", jobs]) == 0
+    printed = capsys.readouterr().out
+    report = tmp_path / "analysis" / "report.html"
+    assert report.is_file() and "report.html" in printed   # listed: written before the list
+    from mindspeed_profiler.analysis.results.report import render
+    summary = json.loads((tmp_path / "analysis" / "summary.json").read_text())
+    assert report.read_text() == render(summary, report.parent)
+
+
+def test_command_no_html(tmp_path, capsys):
+    p = _memory_trace(tmp_path)
+    assert analyse_cmd.main([str(p.parent), "-j", "2", "--no-html", "-q"]) == 0
+    assert not (tmp_path / "analysis" / "report.html").exists()
+
+
+def test_command_report_unwritable(tmp_path, capsys):
+    p = _memory_trace(tmp_path)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "report.html").mkdir()   # a directory where the page goes: the write fails
+    assert analyse_cmd.main([str(p.parent), "-j", "2", "-o", str(tmp_path / "out")]) == 2
+    assert "cannot write the outputs" in capsys.readouterr().err
