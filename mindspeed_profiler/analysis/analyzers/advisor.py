@@ -454,14 +454,7 @@ def engine_queueing(summary: dict) -> list[Finding]:
 
 
 # asynchronous RL's rules (the tracker's async/* keys): their logic, thresholds and docs in async_rl.py
-def _async_rule(rule_id: str) -> Check:
-    def check(summary: dict) -> list[Finding]:
-        return [_finding(*f) for f in async_rl.CHECKS[rule_id](summary)]
-    check.__name__ = check.__qualname__ = rule_id
-    return finding_rule(rule_id, **async_rl.DOCS[rule_id])(check)
-
-
-ASYNC_RULES = tuple(map(_async_rule, async_rl.CHECKS))   # rollout_bound, trainer_bound, weight_sync_exposed, staleness_past_bound
+ASYNC_RULES = tuple(finding_rule(i, **async_rl.DOCS[i])(async_rl.named_check(i, _finding)) for i in async_rl.CHECKS)
 finding_rule(auto_rules.RULE, **auto_rules.DOCS[auto_rules.RULE])(auto_rules.check(_finding))   # integrated.auto_capture's
 
 
