@@ -19,6 +19,7 @@ from typing import Any
 from examples.common import task
 from examples.common.async_workers import CAT_ASYNC, RolloutWorker
 from mindspeed_profiler.core import formats
+from mindspeed_profiler.core.warn import warn_once
 from mindspeed_profiler.metrics.async_rl import async_row
 from mindspeed_profiler.tracing import trace_span
 
@@ -58,9 +59,7 @@ class Rows:
         self.gens: dict[int, Any] = {}       # batch -> its generate_batch ObjectRef
         self.loads: dict[int, Any] = {}      # version -> its load_weights ObjectRef
         self.waiting: list[dict] = []        # per iteration: what its row is made of
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text("")
+        self._fresh = True   # the first row starts the file (a rerun into the same save path)
 
     def add(self, **parts: Any) -> None:
         # every rollout call submitted so far: those that may have run inside the iteration
@@ -94,8 +93,14 @@ class Rows:
                **async_row(p["window"], p["wait_s"], busy, sync, p["exposed_s"], p["version"] - 1,
                            p["sample_versions"], self.max_staleness)}
         if self.path is not None:
-            with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(row, separators=(",", ":")) + "\n")
+            try:   # a metrics file that cannot be written is a warning: training goes on
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with open(self.path, "w" if self._fresh else "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(row, separators=(",", ":")) + "\n")
+                self._fresh = False
+            except OSError as exc:
+                warn_once(("async-metrics", str(self.path)), "could not write the async metrics to %s: %s: %s; "
+                          "training goes on", self.path, type(exc).__name__, exc)
         return row
 
 
