@@ -90,6 +90,7 @@ def test_async_grpo_learns_and_its_metrics_are_the_timelines_and_records(tmp_pat
         assert r["async/rollout_idle_ratio"] == pytest.approx(1 - busy_seconds(busy, window) / dur(window), abs=0.1)
         for phase, spans in (("gather", gather), ("transfer", transfer), ("load", load)):
             assert r[f"async/weight_sync_{phase}_s"] == pytest.approx(dur(spans[it]), abs=CLOCK_S), (it, phase)
+        assert r["async/weight_sync_s"] == pytest.approx(sum(dur(p[it]) for p in (gather, transfer, load)), abs=3 * CLOCK_S)
         assert r["async/weight_sync_exposed_s"] == pytest.approx(dur(exposed[it]), abs=CLOCK_S)
 
     # staleness from the records: the sample records of the rollout (its iteration = the batch)
@@ -112,7 +113,11 @@ def test_async_grpo_learns_and_its_metrics_are_the_timelines_and_records(tmp_pat
     for r in rows:
         g = gaps[r["iteration"]]
         assert r["async/staleness_mean"] == pytest.approx(sum(g) / len(g))
-        assert r["async/staleness_max"] == max(g) and r["async/stale_samples"] == sum(x > 0 for x in g)
+        assert (r["async/staleness_min"], r["async/staleness_max"]) == (min(g), max(g))
+        assert r["async/stale_samples"] == sum(x > 0 for x in g) and r["async/samples"] == len(g) == 32
+        assert {k: v for k, v in r.items() if k.startswith("async/staleness_count/")} == {
+            f"async/staleness_count/{x}": g.count(x) for x in set(g)}
+        assert r["async/policy_version"] == r["iteration"] - 1 and r["async/max_staleness"] == MAX_STALENESS
         assert r["async/over_bound_samples"] == 0
 
     # both groups' stages overlap on the timeline: the rollout generates while the actors update
