@@ -269,7 +269,10 @@ def test_every_finding_points_to_a_heading_of_diagnosis_md(late_job, tmp_path):
              + advisor.findings({"captures": [_tracker_cap("driver", **{
                  "timing_s/iteration": 1.0, "async/trainer_idle_ratio": 0.6, "async/rollout_idle_ratio": 0.1,
                  "async/weight_sync_exposed_s": 0.2, "async/over_bound_samples": 1, "async/samples": 8}),
-                 _tracker_cap("trainer", **{"timing_s/iteration": 1.0, "async/rollout_idle_ratio": 0.6})]}))
+                 _tracker_cap("trainer", **{"timing_s/iteration": 1.0, "async/rollout_idle_ratio": 0.6})]})
+             # the automatic capture's rule (tests/test_auto_capture.py has its cases)
+             + advisor.findings({"captures": [{"path": "all/a_pt", "role": "actor", "rank": 0, "status": "ok", "meta": {
+                 "notes": ['auto_capture: {"slow_iteration": 3, "time_s": 1.0, "median_s": 0.1}']}}]}))
     ids = {f["id"] for f in found}
     assert ids >= {r.__name__ for r in advisor.RULES} - {"slow_link"}   # slow_link's: test_slow_link's fixture
     for f in found:
