@@ -108,6 +108,18 @@ def test_two_ranks_capture_the_iterations_after_the_slow_one_once_and_the_analys
     assert f["title"].startswith("iteration 8 of actor was slow: the iteration took ")
     assert f["evidence"]["ranks"] == [0, 1] and f["evidence"]["iterations"] == [9, 10]
     assert sorted(f["evidence"]["capture_dirs"]) == sorted(c["path"] for c in summary["captures"] if c["kind"] == "torch")
+    # shown like the other findings: the terminal's Findings and report.html's
+    import io
+
+    from rich.console import Console
+
+    from mindspeed_profiler.analysis.results.console import print_summary
+    from mindspeed_profiler.analysis.results.report import render
+
+    out = io.StringIO()
+    print_summary(summary, console=Console(file=out, width=400), html=False, db=False)
+    assert "iteration 8 of actor was slow" in out.getvalue()
+    assert "iteration 8 of actor was slow" in render(summary)
 
 
 @pytest.mark.slow
