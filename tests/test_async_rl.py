@@ -170,3 +170,11 @@ def test_the_driver_rows_are_written_and_a_write_failure_is_a_warning(tmp_path, 
     blocked.mkdir()
     (row2,) = _one_row(Rows(blocked, 1))   # a directory where the file should be: warned, the row still made
     assert row2["iteration"] == 1 and "could not write the async metrics" in caplog.text
+
+
+def test_the_rows_forget_the_calls_no_later_row_needs():
+    from examples.common.async_loop import Rows
+
+    rows = Rows(None, 1)
+    _one_row(rows)   # generation 1 ended at 10.4, the load of version 1 at 10.53: before the window's end (11.0)
+    assert rows.gens == {} and rows.loads == {}

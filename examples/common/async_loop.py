@@ -60,6 +60,9 @@ class Rows:
         self.loads: dict[int, Any] = {}      # version -> its load_weights ObjectRef
         self.waiting: list[dict] = []        # per iteration: what its row is made of
         self._fresh = True   # the first row starts the file (a rerun into the same save path)
+        self._gen_end: dict[int, float] = {}    # batch -> when its generation ended (once known)
+        self._load_end: dict[int, float] = {}   # version -> when its load ended
+        self._last_end = float("-inf")
 
     def add(self, **parts: Any) -> None:
         # every rollout call submitted so far: those that may have run inside the iteration
@@ -80,11 +83,23 @@ class Rows:
                     break
             self.waiting.pop(0)
             out.append(self._row(cluster, parts))
+        self._forget(self.waiting[0]["window"][0] if self.waiting else None)
         return out
+
+    def _forget(self, before: float | None) -> None:
+        """Drop the calls that ended before `before` (the oldest unwritten window's start; None: the
+        last written window's end): no later row needs them, and their batches leave the object store."""
+        cut = before if before is not None else self._last_end
+        for calls, ends in ((self.gens, self._gen_end), (self.loads, self._load_end)):
+            for key in [k for k in calls if ends.get(k, float("inf")) <= cut]:
+                del calls[key]
 
     def _row(self, cluster: Any, p: dict) -> dict:
         gens = cluster.get(list(p["gens"].values()))
         loads = cluster.get(list(p["loads"].values()))
+        self._gen_end.update((b, g["end"]) for b, g in zip(p["gens"], gens))
+        self._load_end.update((v, ld["load"][1]) for v, ld in zip(p["loads"], loads))
+        self._last_end = p["window"][1]
         busy = [(g["start"], g["end"]) for g in gens] + [span for ld in loads for span in (ld["transfer"], ld["load"])]
         load = cluster.get(p["loads"][p["version"]])
         sync = {"gather": p["gather"][1] - p["gather"][0], "transfer": load["transfer"][1] - load["transfer"][0],
@@ -116,6 +131,7 @@ def run_iterations(trainer: Any, cluster: Any, actors: list[Any], ref: Any, roll
     n_iter, bound = int(g["iterations"]), int(g.get("max_staleness", ASYNC_DEFAULTS["max_staleness"]))
     rows = Rows(_tracker_path(cfg), bound)
     sent, next_batch, history = 0, 1, []
+    pending: dict[int, Any] = {}   # batch -> its generation, until trained (rows.gens may forget it sooner)
     async_rows: dict[int, dict] = {}
     for it in range(1, n_iter + 1):
         t0 = time.time()
@@ -123,12 +139,12 @@ def run_iterations(trainer: Any, cluster: Any, actors: list[Any], ref: Any, roll
             # every batch the bound allows with the weights sent so far (Ray runs them after those loads)
             while next_batch <= n_iter and (next_batch - 1) - sent <= bound:
                 prompts = task.make_prompts(int(g["prompts_per_iteration"]), int(g["prompt_len"]), trainer.gen)
-                rows.gens[next_batch] = rollout.generate_batch.remote(
+                pending[next_batch] = rows.gens[next_batch] = rollout.generate_batch.remote(
                     prompts, g["samples_per_prompt"], g["response_len"], g["temperature"], next_batch)
                 next_batch += 1
             tw = time.time()
             with trace_span("wait_rollout", cat=CAT_ASYNC, args={"iteration": it}):
-                batch = cluster.get(rows.gens[it])
+                batch = cluster.get(pending.pop(it))
             wait_s = time.time() - tw
             row = trainer.train_on(cluster, actors, ref, it, batch["tokens"], batch["lengths"])
             cluster.get([w.end_iteration.remote() for w in actors + [ref]])
