@@ -254,6 +254,21 @@ class Trainer:
         return ""
 
 
+def _sync_iterations(trainer: Trainer, cluster: RayCluster, actors: list[Any], ref: Any, settings: dict[str, Any],
+                     cfg: ProfilerConfig) -> list[dict[str, float]]:
+    """The synchronous loop: each iteration generates, then trains (trainer.iteration)."""
+    history = []
+    for it in range(1, int(settings["iterations"]) + 1):
+        t0 = time.perf_counter()
+        with trace_span("iteration", cat="iteration", args={"iteration": it}):
+            row = trainer.iteration(cluster, actors, ref, it)
+            cluster.get([w.end_iteration.remote() for w in actors + [ref]])
+        row = {"iteration": it, **row, "seconds": time.perf_counter() - t0}
+        history.append(row)
+        print(f"iter {it:3d}  {trainer.format_row(row)}  {row['seconds']:.2f}s", flush=True)
+    return history
+
+
 def run_trainer(trainer_cls: type[Trainer], config_path: str | Path, overrides: Sequence[str] = (),
                 analyse: bool = True) -> dict[str, Any]:
     """Validate the config, start the worker groups, run the iterations under the tracer, stop the
@@ -293,16 +308,8 @@ def run_trainer(trainer_cls: type[Trainer], config_path: str | Path, overrides: 
             weights = actors[0].get_weights.remote()
             cluster.get([w.set_weights.remote(weights) for w in actors[1:] + [ref] + rollout])
             t_start = time.perf_counter()
-            if mode_async:
-                history = async_loop.run_iterations(trainer, cluster, actors, ref, rollout[0], settings, cfg)
-            for it in range(1, 0 if mode_async else int(settings["iterations"]) + 1):
-                t0 = time.perf_counter()
-                with trace_span("iteration", cat="iteration", args={"iteration": it}):
-                    row = trainer.iteration(cluster, actors, ref, it)
-                    cluster.get([w.end_iteration.remote() for w in actors + [ref]])
-                row = {"iteration": it, **row, "seconds": time.perf_counter() - t0}
-                history.append(row)
-                print(f"iter {it:3d}  {trainer.format_row(row)}  {row['seconds']:.2f}s", flush=True)
+            run = async_loop.run_iterations if mode_async else _sync_iterations
+            history = run(trainer, cluster, actors, ref, *rollout, settings=settings, cfg=cfg)
             wall = time.perf_counter() - t_start
         finally:
             cluster.shutdown_workers()  # export open captures even when the run failed
