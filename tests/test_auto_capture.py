@@ -4,7 +4,8 @@ another rank posted), the finding `slow_iteration_captured`; two real gloo ranks
 directory are in tests/test_auto_capture_ranks.py.
 
 Times: each iteration sleeps BASE_S (its median), the slow one SLOW_S, the factor 4: a loaded
-machine's jitter stays far below SLOW_S / BASE_S = 15."""
+machine's jitter stays far below SLOW_S / BASE_S = 15, and min_time_s keeps its stalls of an ordinary
+iteration from firing."""
 from __future__ import annotations
 
 import json
@@ -26,6 +27,7 @@ from mindspeed_profiler.ondemand.auto_capture import AutoCapture, RunningMedian,
 from profiler_testutil import capture_dirs, meta_of
 
 BASE_S, SLOW_S = 0.02, 0.3
+MIN_TIME_S = 0.15   # a loaded box's stall of an ordinary iteration (4 x BASE_S is only 80 ms) never fires
 
 
 @pytest.fixture(autouse=True)
@@ -34,7 +36,7 @@ def fast_polls(monkeypatch):
 
 
 def auto_config(save: Path, **auto):
-    settings = {"factor": 4, "iterations": 2, "max_captures": 1, "min_history": 4, **auto}
+    settings = {"factor": 4, "iterations": 2, "max_captures": 1, "min_history": 4, "min_time_s": MIN_TIME_S, **auto}
     return load_config({"integrated": {"profile": False, "profile_save_path": str(save), "backend": "torch",
                                        "auto_capture": settings}})
 
@@ -152,7 +154,7 @@ def test_the_stage_slow_once_captures_the_iterations_after_it_once(tmp_path):
     assert (stage, steps, rid, status) == ("all", [7, 8], "auto-actor-i6", "ok")
     assert why["slow_iteration"] == 6 and why["stage"] == "actor_update" and why["iterations"] == [7, 8]
     assert why["factor"] == 4.0 and why["rank"] == 0 and why["role"] == "actor" and why["history"] == 5
-    assert SLOW_S <= why["time_s"] < SLOW_S + 0.2 and why["median_s"] < SLOW_S / 4
+    assert SLOW_S <= why["time_s"] < SLOW_S + 1.0 and why["median_s"] < SLOW_S / 4
     assert why["ratio"] == pytest.approx(why["time_s"] / why["median_s"], rel=1e-2)
     auto = next(o for o in prof.observers if isinstance(o, AutoCapture))
     assert auto.accepted_ids == ["auto-actor-i6"] and auto.passed == [11]
@@ -197,7 +199,8 @@ def test_a_slow_iteration_during_a_capture_is_not_timed_nor_fired_on(tmp_path):
     iteration inside it fires nothing; the first after it does."""
     cfg = load_config({"integrated": {"profile": True, "profile_step_start": 6, "profile_step_end": 8,
                                       "stage": ["actor_update"], "profile_save_path": str(tmp_path), "backend": "torch",
-                                      "auto_capture": {"factor": 4, "iterations": 1, "min_history": 4}}})
+                                      "auto_capture": {"factor": 4, "iterations": 1, "min_history": 4,
+                                                       "min_time_s": MIN_TIME_S}}})
     prof = IntegratedProfiler(cfg, role="actor", rank=0, world_size=1)
     train(prof, 11, {7: "actor_update", 9: "actor_update"})
     auto = next(o for o in prof.observers if isinstance(o, AutoCapture))
@@ -232,3 +235,9 @@ def test_slow_iteration_captured_names_the_iteration_its_time_and_the_capture_di
     assert f["impact"] == pytest.approx(rules.IMPACT_WEIGHT * (0.44 - 0.04) / 0.44, abs=1e-4)
     assert f["docs"] == "docs/diagnosis.md#slow-iteration-captured"
     assert rules.slow_iteration_findings({"captures": [_cap("a", 0, None)]}) == []
+
+
+def test_a_mapping_of_thousands_of_unknown_keys_is_reported_in_a_few_lines():
+    with pytest.raises(ProfilerConfigError) as err:
+        load_config({"integrated": {"auto_capture": {f"k{i}": i for i in range(5000)}}})
+    assert len(err.value.problems) == 11 and "4990 more unknown key(s)" in err.value.problems[-1][1]

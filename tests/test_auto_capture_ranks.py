@@ -68,7 +68,8 @@ def run_job(tmp_path: Path, name: str, slow_in: str, auto: dict, slow: str) -> P
     script = tmp_path / f"{name}.py"
     script.write_text(WORKER)
     save = tmp_path / name
-    env_run = {"factor": 4, "iterations": 2, "max_captures": 1, "min_history": 5, **auto}
+    # min_time_s: a loaded box's stall of an ordinary iteration (~40 ms) never fires
+    env_run = {"factor": 4, "iterations": 2, "max_captures": 1, "min_history": 5, "min_time_s": 0.25, **auto}
     assert run_two_ranks(script, str(save), slow_in, json.dumps(env_run), slow, timeout_s=240) == [0, 0]
     return save
 

@@ -437,11 +437,16 @@ def check_auto_capture(value: Any, path: str, problems: Problems) -> Any:
         return BAD
     out: dict[str, Any] = {k: default for k, (default, _) in AUTO_CAPTURE_KEYS.items()}
     ok = True
+    unknown = [k for k in value if k not in AUTO_CAPTURE_KEYS]
+    for key in unknown[:MAX_UNKNOWN_REPORTED]:   # thousands of keys: the first ones say enough
+        text = str(key)[:80]
+        problems.append((f"{path}.{text}", f"unknown key {text!r}{hint(text, AUTO_CAPTURE_KEYS)}; valid keys: "
+                                           f"{', '.join(AUTO_CAPTURE_KEYS)}"))
+    if len(unknown) > MAX_UNKNOWN_REPORTED:
+        problems.append((path, f"{len(unknown) - MAX_UNKNOWN_REPORTED} more unknown key(s) not listed"))
     for key, raw in value.items():
         where = f"{path}.{key}"
         if key not in AUTO_CAPTURE_KEYS:
-            problems.append((where, f"unknown key {str(key)[:80]!r}{hint(key, AUTO_CAPTURE_KEYS)}; valid keys: "
-                                    f"{', '.join(AUTO_CAPTURE_KEYS)}"))
             ok = False
             continue
         check = AUTO_CAPTURE_KEYS[key][1] or check_auto_stage
