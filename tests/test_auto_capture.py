@@ -241,3 +241,13 @@ def test_a_mapping_of_thousands_of_unknown_keys_is_reported_in_a_few_lines():
     with pytest.raises(ProfilerConfigError) as err:
         load_config({"integrated": {"auto_capture": {f"k{i}": i for i in range(5000)}}})
     assert len(err.value.problems) == 11 and "4990 more unknown key(s)" in err.value.problems[-1][1]
+
+
+def test_the_stage_may_be_one_the_config_declares_when_the_checker_is_told():
+    from mindspeed_profiler.config.checks import check_auto_capture
+    from mindspeed_profiler.config.errors import BAD
+
+    problems: list = []
+    got = check_auto_capture({"stage": "my_stage_xyz"}, "p", problems, declared=("my_stage_xyz",))
+    assert problems == [] and got["stage"] == "my_stage_xyz"
+    assert check_auto_capture({"stage": "my_stage_xyz"}, "p", problems) is BAD and problems   # not declared: refused

@@ -412,21 +412,22 @@ AUTO_CAPTURE_KEYS: Mapping[str, tuple[Any, Checker]] = MappingProxyType({
 })
 
 
-def check_auto_stage(value: Any, path: str, problems: Problems) -> Any:
-    """null (the whole iteration) or one registered stage name."""
+def check_auto_stage(value: Any, path: str, problems: Problems, declared: Sequence[str] = ()) -> Any:
+    """null (the whole iteration) or one registered stage name (or one the config declares: `declared`)."""
     if value is None:
         return None
-    valid = _stages.registered_stages()
-    if isinstance(value, str) and _stages.is_stage(value):
+    valid = _stages.registered_stages() + tuple(n for n in declared if not _stages.is_stage(n))
+    if isinstance(value, str) and (_stages.is_stage(value) or value in declared):
         return value
     problems.append((path, f"got {describe(value)}; allowed: null (the whole iteration) or one stage of: "
                            f"{', '.join(valid)} (trainers add more with register_stage){hint(value, valid)}"))
     return BAD
 
 
-def check_auto_capture(value: Any, path: str, problems: Problems) -> Any:
+def check_auto_capture(value: Any, path: str, problems: Problems, declared: Sequence[str] = ()) -> Any:
     """false / null (off), true (every default) or a mapping of AUTO_CAPTURE_KEYS -> the normalized
-    mapping with every key, or None when off."""
+    mapping with every key, or None when off. `declared`: the config's register_stages, which its
+    `stage` may name (validate.py passes them for `integrated.stage`; not yet for this field)."""
     if value is None or value is False:
         return None
     if value is True:
@@ -449,8 +450,8 @@ def check_auto_capture(value: Any, path: str, problems: Problems) -> Any:
         if key not in AUTO_CAPTURE_KEYS:
             ok = False
             continue
-        check = AUTO_CAPTURE_KEYS[key][1] or check_auto_stage
-        got = check(raw, where, problems)
+        check = AUTO_CAPTURE_KEYS[key][1]
+        got = check(raw, where, problems) if check is not None else check_auto_stage(raw, where, problems, declared)
         if got is BAD:
             ok = False
         else:
