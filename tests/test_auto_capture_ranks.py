@@ -12,6 +12,8 @@ iterations; rank 1 waits for it in the all-reduce.
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -134,3 +136,52 @@ def test_a_rank_that_did_not_see_the_slowness_picks_up_the_posted_request(tmp_pa
         assert why["rank"] == 0 and why["stage"] == "actor_generate" and why["slow_iteration"] == 8
     st1 = json.loads((save / "requests" / "workers" / "actor_rank1.json").read_text())["requests"]["auto-actor-i8"]
     assert st1["source"] == "file" and st1["state"] == "done"   # rank 1 got it from rank 0's posted file
+
+
+@pytest.mark.slow
+def test_ray_workers_without_a_shared_run_dir_get_the_request_through_the_mailbox(tmp_path, ray_cluster):
+    """Two Ray actors, each writing under a directory of its own (nodes that share no RUN_DIR),
+    stepped in lockstep by the driver: actor 0's actor_generate is slow at iteration 6, actor 1's
+    is not; actor 1 gets actor 0's request from the run's mailbox and both capture 10-11
+    (lead_iterations 3)."""
+    import ray
+
+    @ray.remote(num_cpus=0.25)
+    class Worker:
+        def setup(self, save: str, rank: int) -> None:
+            os.environ["MINDSPEED_PROFILER_RUN_ID"] = "auto-capture-ray"
+            from mindspeed_profiler import IntegratedProfiler, load_config
+            from mindspeed_profiler.ondemand import listener
+
+            listener.POLL_INTERVAL_S = 0.05
+            cfg = load_config({"integrated": {"profile": False, "profile_save_path": save, "backend": "torch",
+                                              "auto_capture": {"factor": 4, "iterations": 2, "max_captures": 1,
+                                                               "min_history": 4, "min_time_s": 0.25,
+                                                               "stage": "actor_generate", "lead_iterations": 3}}})
+            self.rank = rank
+            self.prof = IntegratedProfiler(cfg, role="actor", rank=rank, world_size=2)
+            self.prof.start()
+
+        def iteration(self, slow: bool) -> int:
+            import torch
+
+            with self.prof.stage("actor_generate"):
+                torch.randn(16, 16).sum()
+                time.sleep(0.4 if slow and self.rank == 0 else 0.02)
+            self.prof.step()
+            return self.prof.iteration
+
+        def stop(self) -> None:
+            self.prof.stop()
+
+    workers = [Worker.remote() for _ in range(2)]
+    ray.get([w.setup.remote(str(tmp_path / f"node{r}"), r) for r, w in enumerate(workers)], timeout=120)
+    for it in range(1, 15):
+        ray.get([w.iteration.remote(it == 6) for w in workers], timeout=60)
+        time.sleep(0.1)   # the driver's own work between iterations: time for a poll of the mailbox
+    ray.get([w.stop.remote() for w in workers], timeout=120)
+    for r in (0, 1):
+        ((stage, steps, rid, status, why),) = captures_by_rank(tmp_path / f"node{r}")[r]
+        assert (stage, steps, rid, status) == ("all", [10, 11], "auto-actor-i6", "ok")
+        assert why["rank"] == 0 and why["slow_iteration"] == 6
+    assert not (tmp_path / "node1" / "requests" / "auto-actor-i6.json").exists()   # not from a file: the mailbox

@@ -7,9 +7,9 @@ x that median, after `min_history` timed iterations, it asks this worker's on-de
 (listener.py) for a capture of iterations slow + 1 + lead_iterations .. + iterations - 1: the
 request id is derived from the role and the slow iteration (core/auto_reason.py), so every rank
 that saw the same slow iteration makes the same request and decides it at the same boundary,
-with no message between ranks. The request is also written to RUN_DIR/requests/, where the
-listeners of ranks that did not see the slowness themselves pick it up at their next poll (within
-about a second): they capture the same iterations when they get it before its first one begins
+with no message between ranks. The request is also posted (RUN_DIR/requests/, and the run's Ray
+mailbox under Ray), where the listeners of ranks that did not see the slowness themselves pick it
+up at their next poll (within about a second): they capture the same iterations when they get it before its first one begins
 (lead_iterations gives them that time). At most `max_captures` per run on a worker (its own and
 those it picked up); none while a capture runs or waits on this worker; iterations under a capture
 are not timed (a capture slows them).
@@ -30,7 +30,6 @@ from mindspeed_profiler.core import auto_reason
 from mindspeed_profiler.core.fileio import utc_now_iso
 from mindspeed_profiler.core.warn import warn_once
 from mindspeed_profiler.ondemand import requests as rq
-from mindspeed_profiler.ondemand import transport as tp
 
 if TYPE_CHECKING:
     from mindspeed_profiler.ondemand.listener import Listener
@@ -172,17 +171,7 @@ class AutoCapture(Observer):
                  "iterations %d-%d", self.listener.key, slow, t, t / median, median,
                  f" of {self.stage_name}" if self.stage_name else "", first, last)
         self.listener.submit(req)
-        self._post(req)
-
-    def _post(self, req: rq.Request) -> None:
-        """Where the other ranks' listeners look: RUN_DIR/requests/<id>.json (a few hundred bytes,
-        written once per automatic capture)."""
-        try:
-            tp.submit_file(self.listener.run_dir, {**req.to_dict(), "run_id": self.listener.run_id})
-        except Exception as exc:   # the ranks that saw the slowness capture anyway
-            warn_once(("auto-capture-post", type(exc).__name__), "auto_capture on %s: could not post request %s for "
-                      "the other ranks (they capture only if they saw the slowness too): %s: %s", self.listener.key,
-                      req.id, type(exc).__name__, exc)
+        self.listener.post(req)   # for the ranks that did not see it: RUN_DIR/requests/, the Ray mailbox
 
 
 def add_auto_capture(owner: Profiler, listener: Listener | None, settings: Mapping[str, Any]) -> AutoCapture | None:

@@ -278,6 +278,22 @@ class Listener(Observer):
         if taken is not None:
             self.pending.append(taken)
 
+    def post(self, req: rq.Request) -> None:
+        """Make `req` reach the run's other workers: a request file under RUN_DIR/requests/ and,
+        under Ray, the run's mailbox (workers on nodes that do not share RUN_DIR). Written once per
+        automatic capture; a failure is reported once and training goes on."""
+        raw = {**req.to_dict(), "run_id": self.run_id}
+        box = self._mailbox_source   # set by the poller thread: None (not yet), False (no Ray) or the source
+        for where, send in (("file", lambda: tp.submit_file(self.run_dir, raw)),
+                            ("mailbox", (lambda: box.submit(raw)) if box else None)):
+            if send is None:
+                continue
+            try:
+                send()
+            except Exception as exc:   # the ranks that saw the slowness themselves capture anyway
+                warn_once(("ondemand-post", where, type(exc).__name__), "on-demand listener of %s: could not post "
+                          "request %s to the other workers (%s): %s: %s", self.key, req.id, where, type(exc).__name__, exc)
+
     def _reject(self, rid: str, kind: str, reason: str) -> None:
         self._record(rid, _Entry(None, "rejected", reason=reason, source=kind))
         log.warning("on-demand request %s rejected on %s: %s", rid[:128], self.key, rq.short_reason(reason))

@@ -305,6 +305,11 @@ class MailboxSource:
     def report(self, key: str, state: dict[str, Any]) -> None:
         self.mailbox.report.remote(key, state)  # fire and forget: the thread does not wait for it
 
+    def submit(self, request: dict[str, Any]) -> None:
+        """A request for the run's other workers (an automatic capture's: auto_capture.py); fire
+        and forget, like report."""
+        self.mailbox.submit.remote(request)
+
 
 def report_file(run_dir: str | os.PathLike, key: str, state: dict[str, Any]) -> None:
     """This worker's state under RUN_DIR/requests/workers/ (UnsafeTree when that is a link)."""
