@@ -8,7 +8,9 @@ iterations; rank 1 waits for it in the all-reduce.
   14, slow too, is beyond max_captures 1; the analysis of the run directory shows the finding.
 - actor_generate timed, slow on rank 0 only (rank 1's generate is not slow): rank 0 posts its
   request and rank 1's listener picks it up, in time thanks to lead_iterations: both capture the
-  same iterations, 14-15, with rank 0's reason."""
+  same iterations, 14-15, with rank 0's reason.
+- two Ray actors with run directories of their own: the request reaches the other through the
+  run's mailbox."""
 from __future__ import annotations
 
 import json
