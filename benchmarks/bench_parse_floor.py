@@ -33,6 +33,7 @@ import argparse
 import gc
 import gzip
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -132,20 +133,24 @@ def commands(path: Path, before: str | None, hta: bool) -> dict[str, tuple[list[
     return out
 
 
-def run_command(argv: list[str], env: dict | None, timeout: float = 3600) -> float:
-    """Wall seconds of one whole process, from its start to its exit."""
+def run_command(argv: list[str], env: dict | None, timeout: float = 3600) -> tuple[float, float]:
+    """(wall s, CPU s) of one whole process, from its start to its exit; CPU: user + system of it and
+    of every child it waited for (forked helpers included), less sensitive than the wall time to
+    what else the box runs."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     p = subprocess.run(argv, env=env, capture_output=True, timeout=timeout)
     wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
         raise RuntimeError(f"{argv[:3]}: exit {p.returncode}: {p.stderr[-1500:].decode(errors='replace')}")
-    return wall
+    return wall, after.ru_utime + after.ru_stime - ru.ru_utime - ru.ru_stime
 
 
-def whole_commands(path: Path, rounds: int, before: str | None, hta: bool) -> dict[str, list[float]]:
+def whole_commands(path: Path, rounds: int, before: str | None, hta: bool) -> dict[str, list[tuple[float, float]]]:
     """Each command once per round, in turn (interleaved: the box's load falls on all alike)."""
     cmds = commands(path, before, hta)
-    res: dict[str, list[float]] = {k: [] for k in cmds}
+    res: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
     for argv, env in cmds.values():   # a first run of each, not counted: page cache, .pyc files
         run_command(argv, env)
     for _ in range(rounds):
@@ -154,15 +159,61 @@ def whole_commands(path: Path, rounds: int, before: str | None, hta: bool) -> di
     return res
 
 
-def print_commands(path: Path, res: dict[str, list[float]]) -> None:
-    fl = statistics.median(next(iter(res.values())))
-    ours = statistics.median(res["ours: python -m mindspeed_profiler.analyse DIR"])
-    print(f"\nwhole commands, {path.name}, interleaved, median / best of {len(next(iter(res.values())))} "
-          f"(load {os.getloadavg()[0]:.1f} at the end)\n\n| command | median s | best s | / floor | / ours |\n|---|---:|---:|---:|---:|")
-    for k, v in res.items():
+def print_commands(path: Path, res: dict[str, list[tuple[float, float]]]) -> None:
+    wall = {k: [w for w, _ in v] for k, v in res.items()}
+    cpu = {k: statistics.median(c for _, c in v) for k, v in res.items()}
+    fl = statistics.median(next(iter(wall.values())))
+    ours = statistics.median(wall["ours: python -m mindspeed_profiler.analyse DIR"])
+    print(f"\nwhole commands, {path.name}, interleaved, median / best of {len(next(iter(wall.values())))} "
+          f"(load {os.getloadavg()[0]:.1f} at the end)\n\n| command | wall s, median | best | / floor | / ours "
+          "| CPU s (median) |\n|---|---:|---:|---:|---:|---:|")
+    for k, v in wall.items():
         m = statistics.median(v)
-        print(f"| {k} | {m:.3f} | {min(v):.3f} | {m / fl:.2f} | {m / ours:.2f} |")
+        print(f"| {k} | {m:.3f} | {min(v):.3f} | {m / fl:.2f} | {m / ours:.2f} | {cpu[k]:.2f} |")
     sys.stdout.flush()
+
+
+# where the command's wall time goes: the same command in a child with timestamps at its phases
+# (time.perf_counter is CLOCK_MONOTONIC, the same clock in both processes); its imports done first,
+# as the command does them before it reads anything
+PHASES = """
+import sys, time; t_python = time.perf_counter()
+from mindspeed_profiler.commands import analyse as cmd
+cmd._load_numpy()
+import mindspeed_profiler.analysis.pipeline.batch, mindspeed_profiler.analysis.results.console as console
+from mindspeed_profiler.analysis.inputs import kineto
+from mindspeed_profiler.analysis.pipeline import forked
+from mindspeed_profiler.analysis.parsing import split_parse
+marks = [("python started", t_python), ("imports", time.perf_counter())]
+def mark(label, fn):
+    def run(*a, **k):
+        out = fn(*a, **k)
+        marks.append((label, time.perf_counter()))
+        return out
+    return run
+kineto.read_kineto_trace = mark("parse (this process' half + the helper's part)", kineto.read_kineto_trace)
+kineto.summarise = mark("summarise (the memory block meanwhile in a child)", kineto.summarise)
+forked.Pending.result = mark("waited for a child (memory block / report.html)", forked.Pending.result)
+import mindspeed_profiler.analysis.pipeline.batch as batch
+batch.analyse_directory = mark("advisor, cross-capture tables, summary.json", batch.analyse_directory)
+console.print_summary = mark("tables printed", console.print_summary)
+code = cmd.main([sys.argv[1]])
+marks.append(("exit", time.perf_counter()))
+print(repr(marks))
+"""
+
+
+def phases(path: Path) -> list[tuple[str, float]]:
+    """[(phase, seconds since the process was started)] of one run of the command."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    t = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", PHASES, str(path.parent)], env=env, capture_output=True, text=True, timeout=600)
+    end = time.perf_counter()
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr[-1500:])
+    import ast
+    marks = ast.literal_eval(p.stdout.strip().splitlines()[-1])
+    return [(k, v - t) for k, v in marks] + [("process gone", end - t)]
 
 
 def timed(fn, *a) -> float:
@@ -292,12 +343,24 @@ def main() -> None:
     ap.add_argument("--extra-site", help="a directory holding isal / zlib-ng, for the gunzip candidates")
     ap.add_argument("--commands-only", action="store_true", help="only the whole commands (part 4) on the real traces")
     ap.add_argument("--rounds", type=int, default=5, help="rounds of the whole commands")
+    ap.add_argument("--phases", action="store_true", help="where the command's wall time goes (--rounds runs)")
     ap.add_argument("--before-path", help="an older checkout of the package: its command is measured too (PYTHONPATH)")
     args = ap.parse_args()
     if args.extra_site:
         sys.path.append(args.extra_site)
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     traces = [] if args.skip_real else real_traces(args.real)
+    if args.phases:
+        for path in traces:
+            runs = [phases(path) for _ in range(args.rounds)]
+            print(f"\n{path.name}: seconds since the start, median of {args.rounds} (load {os.getloadavg()[0]:.1f})\n\n"
+                  "| phase | ends at s | takes s |\n|---|---:|---:|")
+            prev = 0.0
+            for i, (label, _) in enumerate(runs[0]):
+                at = statistics.median(r[i][1] for r in runs)
+                print(f"| {label} | {at:.3f} | {at - prev:.3f} |")
+                prev = at
+        return
     if args.commands_only:
         for path in traces:
             print_commands(path, whole_commands(path, args.rounds, args.before_path, not args.no_hta))

@@ -2,7 +2,7 @@
 the `analyse` command (commands/analyse.py) under the name users know."""
 import sys
 
-from mindspeed_profiler.commands.analyse import add_arguments, main, run  # noqa: F401
+from mindspeed_profiler.commands.analyse import add_arguments, exit_now, main, run  # noqa: F401
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -55,6 +55,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv_given = argv
     argv = list(sys.argv[1:] if argv is None else argv)
     first = next((a for a in argv if not a.startswith("-")), None)
     first = ALIASES.get(first, first)
@@ -73,7 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if target is None or any(e.startswith("-") for e in extra):
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         setattr(args, target, list(getattr(args, target) or []) + extra)
-    return int(module.run(args) or 0)
+    code = int(module.run(args) or 0)
+    if argv_given is None and getattr(module, "FAST_EXIT", False):   # the program itself, not a caller
+        module.exit_now(code)
+    return code
 
 
 if __name__ == "__main__":

@@ -29,9 +29,22 @@ class Pending:
 
     def __init__(self, fn: Callable[..., Any], args: tuple, pid: int | None, fd: int | None):
         self.fn, self.args, self.pid, self.fd = fn, args, pid, fd
+        self._outcome: tuple | None = None   # (value, None) or (None, exception), once known
 
     def result(self) -> Any:
-        """The child's result; computed here when there was no child or it failed."""
+        """The child's result; computed here when there was no child or it failed. Known once: a
+        second call gives the same value or raises the same exception."""
+        if self._outcome is None:
+            try:
+                self._outcome = (self._get(), None)
+            except Exception as exc:   # noqa: BLE001  (kept for the next call, raised now)
+                self._outcome = (None, exc)
+        value, exc = self._outcome
+        if exc is not None:
+            raise exc
+        return value
+
+    def _get(self) -> Any:
         if self.pid is None:
             return self.fn(*self.args)
         try:
