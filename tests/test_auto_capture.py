@@ -251,3 +251,16 @@ def test_the_stage_may_be_one_the_config_declares_when_the_checker_is_told():
     got = check_auto_capture({"stage": "my_stage_xyz"}, "p", problems, declared=("my_stage_xyz",))
     assert problems == [] and got["stage"] == "my_stage_xyz"
     assert check_auto_capture({"stage": "my_stage_xyz"}, "p", problems) is BAD and problems   # not declared: refused
+
+
+def test_an_automatic_request_round_trips_and_a_bad_reason_is_rejected():
+    from mindspeed_profiler.ondemand import requests as rq
+
+    raw = {"id": "auto-actor-i3", "iterations": [4, 5], "roles": ["actor"], "source": "auto",
+           "auto": {"slow_iteration": 3, "time_s": 1.0, "median_s": 0.1}}
+    req = rq.parse_request(raw)
+    assert req.source == "auto" and dict(req.auto) == raw["auto"] and rq.parse_request(req.to_dict()) == req
+    with pytest.raises(rq.RequestError, match="auto: got str"):
+        rq.parse_request(dict(raw, auto="slow"))
+    with pytest.raises(rq.RequestError, match="at most 32 keys"):
+        rq.parse_request(dict(raw, auto={str(i): i for i in range(100)}))
