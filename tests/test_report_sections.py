@@ -115,11 +115,11 @@ def test_the_profiler_export_is_its_own_part_of_the_iteration_bars(run):
         assert 0 <= it["profiler_no_stage_us"] <= min(it["profiler_us"], it["no_stage_us"]) + 1e-6
     legend = page[page.index("Time per stage per iteration"):page.index('id="iterbars"')]
     assert f"</i>{PROFILER_PART}</span>" in legend
-    # the export is a large part of the time with no stage in that iteration, and the timeline says
-    # it is export (about half on a quiet box; 0.47 once on a loaded CI runner, where the rest of
-    # that time, the torch profiler's own stop and the step's bookkeeping, grows with the load)
+    # the export's part of the step (since issue 34 only torch's stop and raw write: the compression
+    # runs on the background writer) is inside the time with no stage, and the timeline says so; its
+    # share is not asserted: on this tiny model it is milliseconds against a loaded box's noise
     it2 = prof[0]
-    assert it2["profiler_no_stage_us"] > 0.25 * it2["no_stage_us"]
+    assert 0 < it2["profiler_no_stage_us"] <= it2["no_stage_us"]
 
 
 def test_capture_links_resolve_relative_to_the_report(run, tmp_path):
