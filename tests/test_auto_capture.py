@@ -264,3 +264,11 @@ def test_an_automatic_request_round_trips_and_a_bad_reason_is_rejected():
         rq.parse_request(dict(raw, auto="slow"))
     with pytest.raises(rq.RequestError, match="at most 32 keys"):
         rq.parse_request(dict(raw, auto={str(i): i for i in range(100)}))
+
+
+def test_auto_capture_stage_may_name_a_stage_the_config_itself_declares():
+    from mindspeed_profiler import load_config
+
+    cfg = load_config({"integrated": {"register_stages": ["my_rollout_stage"],
+                                      "auto_capture": {"stage": "my_rollout_stage"}}})
+    assert cfg.integrated.auto_capture["stage"] == "my_rollout_stage"

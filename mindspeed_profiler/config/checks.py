@@ -427,7 +427,7 @@ def check_auto_stage(value: Any, path: str, problems: Problems, declared: Sequen
 def check_auto_capture(value: Any, path: str, problems: Problems, declared: Sequence[str] = ()) -> Any:
     """false / null (off), true (every default) or a mapping of AUTO_CAPTURE_KEYS -> the normalized
     mapping with every key, or None when off. `declared`: the config's register_stages, which its
-    `stage` may name (validate.py passes them for `integrated.stage`; not yet for this field)."""
+    `stage` may name (validate.py passes them, as for `integrated.stage`)."""
     if value is None or value is False:
         return None
     if value is True:

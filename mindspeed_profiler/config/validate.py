@@ -9,7 +9,9 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from mindspeed_profiler.capture import stages as _stages
-from mindspeed_profiler.config.checks import DEFAULT_SAVE_PATH, MAX_UNKNOWN_REPORTED, check_stage, unwritable
+from mindspeed_profiler.config.checks import (
+    DEFAULT_SAVE_PATH, MAX_UNKNOWN_REPORTED, check_auto_capture, check_stage, unwritable,
+)
 from mindspeed_profiler.config.errors import (
     BAD,
     MISSING,
@@ -25,6 +27,10 @@ from mindspeed_profiler.config.schema import (
 )
 from mindspeed_profiler.core.formats import METRICS_DIR, RUN_ID_KEY, RUN_ID_RE
 from mindspeed_profiler.config.system_rules import check_system
+
+# integrated fields that name a stage: their checkers take the config's own register_stages
+_STAGE_NAMING = {"stage": check_stage, "auto_capture": check_auto_capture}
+
 
 def field_keys(raw: Mapping[str, Any], schema: Mapping[str, Any], path: str, problems: Problems,
                aliases: Mapping[str, str] = MappingProxyType({})) -> dict[str, Any]:
@@ -78,8 +84,8 @@ def check_section(name: str, raw: Any, problems: Problems) -> dict[str, Any] | N
         if value == MISSING:
             problems.append((f"{path}.{key}", f"is {MISSING!r}, OmegaConf/Hydra's missing value: set it in the YAML or with an override"))
             continue
-        if name == "integrated" and key == "stage":   # the config's own register_stages count (checked first)
-            checked = check_stage(value, f"{path}.{key}", problems, declared=out.get("register_stages", ()))
+        if name == "integrated" and key in _STAGE_NAMING:   # the config's own register_stages count (checked first)
+            checked = _STAGE_NAMING[key](value, f"{path}.{key}", problems, declared=out.get("register_stages", ()))
         else:
             checked = schema[key](value, f"{path}.{key}", problems)
         if checked is not BAD:
