@@ -95,6 +95,7 @@ class Captures:
         self.notes: list[str] = []
         self.finished: list[dict[str, Any]] = []  # metadata of every finished capture, in order
         self.exporting: list[Capture] = []  # captures whose background export has not finished
+        self.wait_s = cfg.export_wait_s     # how long stop() and exit wait for them (session.wait_exports)
         self._meta_lock = threading.Lock()  # the writer thread and this one both rewrite metadata
 
     # ------------------------------------------------------------------ the boundaries

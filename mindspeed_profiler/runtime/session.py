@@ -135,7 +135,7 @@ def wait_exports(why: str, timeout: float | None = None) -> None:
     said by each set (its warning, its captures' metadata)."""
     deadline = time.monotonic() + EXPORT_WAIT_CAP_S if EXPORT_WAIT_CAP_S != float("inf") else None
     for captures in list(EXPORTING):
-        bound = captures.cfg.export_wait_s if timeout is None else timeout
+        bound = captures.wait_s if timeout is None else timeout
         if deadline is not None:
             bound = max(0.0, min(bound, deadline - time.monotonic()))
         with contextlib.suppress(Exception):
