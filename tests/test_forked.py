@@ -140,3 +140,29 @@ def test_command_report_unwritable(tmp_path, capsys):
     (tmp_path / "out" / "report.html").mkdir()   # a directory where the page goes: the write fails
     assert analyse_cmd.main([str(p.parent), "-j", "2", "-o", str(tmp_path / "out")]) == 2
     assert "cannot write the outputs" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("load, helpers", [(0.0, 1), (64.0, 0)])
+def test_a_lone_capture_splits_only_onto_an_idle_core(tmp_path, monkeypatch, load, helpers):
+    """The second process (split parse, forked children) only where a core is idle: on a busy box
+    it would take CPU from the others and add its own (fork, second inflate, pickling)."""
+    from mindspeed_profiler.analysis.pipeline import collect
+
+    _memory_trace(tmp_path)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    seen = []
+
+    def fn(root, cap, top_n, want_events):
+        seen.append(split_parse.HELPERS)
+        return {"capture": {**cap, "status": "ok"}, "events": None}
+    collect.collect_here(tmp_path, collect.CollectOptions(jobs=2, fn=fn, idle_only=True))   # as the command
+    collect.collect_here(tmp_path, collect.CollectOptions(jobs=2, fn=fn))   # the Python API: as before
+    assert seen == [helpers, 1]
+    assert forked.core_idle() is (load == 0.0)
+
+
+def test_the_report_child_only_onto_an_idle_core(monkeypatch):
+    monkeypatch.setattr(os, "getloadavg", lambda: (64.0, 64.0, 64.0))
+    p = analyse_cmd._start_report({}, "/nonexistent", fork=True)
+    assert p.pid is None   # no child: written here when waited for
+    p.cancel()

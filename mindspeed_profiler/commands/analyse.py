@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         summary, code = analyse_directory(args.directory, jobs=args.jobs, export_type=args.export_type,
                                           top_n=args.top or 20, html=False, threshold=args.threshold,
                                           out_dir=args.output, run=args.run, limits=limits,
-                                          peak_tflops=args.peak_tflops, **ray_options)
+                                          peak_tflops=args.peak_tflops, idle_only=True, **ray_options)
     except setup_errors as exc:   # () without --ray: catches nothing
         print(f"analyse --ray: {exc}", file=sys.stderr)
         return 2
@@ -175,7 +175,7 @@ def _start_report(summary: dict, out: str, fork: bool):
     def write() -> None:
         from mindspeed_profiler.analysis.results.report import write_report
         write_report(os.path.join(out, formats.REPORT_FILE), summary)
-    return forked.start(write, fork=fork)
+    return forked.start(write, fork=fork and forked.core_idle())
 
 
 FAST_EXIT = True   # cli.py: the process may end with exit_now() after this command

@@ -84,14 +84,15 @@ def analyse_directory(root: str | Path, jobs: int | None = None, export_type: st
                       limits: Limits | None = None, ray: bool = False, ray_address: str | None = None,
                       ray_task_cpus: float = 0.5, fn: Callable = analyse_capture,
                       collector: Collector | None = None, peak_tflops: float | None = None,
-                      inline_detail_max: int = formats.INLINE_DETAIL_MAX) -> tuple[dict, int]:
+                      inline_detail_max: int = formats.INLINE_DETAIL_MAX, idle_only: bool = False) -> tuple[dict, int]:
     """Analyse everything under `root` (only run `run`'s captures when given); write the outputs
     (unless write=False); return (summary, exit code). With ray=True, on every node of a Ray
     cluster, each capture where it lies (ray_batch.py; `root` as each node sees it). `collector`:
     any object with `collect(root, CollectOptions) -> Collected` (overrides `ray`). `peak_tflops`: the
     device peak the tracker's MFU is recomputed for (analyse --peak-tflops). `inline_detail_max`: with
     more captures than this, each one's top lists and collective blocks (formats.DETAIL_KEYS) are
-    written to capture_totals.jsonl, not summary.json (load_summary puts them back)."""
+    written to capture_totals.jsonl, not summary.json (load_summary puts them back). `idle_only`: a
+    lone capture's trace is parsed by a second process (jobs > 1) only when a core is idle now."""
     t_start = time.perf_counter()
     root = Path(root)
     jobs = jobs or os.cpu_count() or 1
@@ -110,7 +111,8 @@ def analyse_directory(root: str | Path, jobs: int | None = None, export_type: st
         return res
     opts = CollectOptions(jobs=jobs, top_n=top_n, export_type=export_type,
                           progress=sys.stderr.isatty() if progress is None else progress, fn=fn,
-                          limits=limits or default_limits(), log=log or stderr_log, python=python, run=run, keep=keep)
+                          limits=limits or default_limits(), log=log or stderr_log, python=python, run=run, keep=keep,
+                          idle_only=idle_only)
     try:
         return _analyse(root, opts, collector, ray, ray_address, ray_task_cpus, run, threshold, peak_tflops, out_dir,
                         write, html, spool, events, t_start)

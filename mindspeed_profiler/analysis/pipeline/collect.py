@@ -16,6 +16,7 @@ from mindspeed_profiler.analysis.pipeline.capture import analyse_capture
 from mindspeed_profiler.analysis.pipeline.discover import Capture, discover
 from mindspeed_profiler.analysis.inputs import input_kinds
 from mindspeed_profiler.analysis.parsing import jsonscan, split_parse
+from mindspeed_profiler.analysis.pipeline import forked
 from mindspeed_profiler.analysis.pipeline.pool import Limits, failed_result, run_pool
 
 POOL_MIN_BYTES = 8 << 20   # below this, starting worker processes costs more than it saves
@@ -44,6 +45,7 @@ class CollectOptions:
     python: str = sys.executable
     run: str | None = None
     keep: Callable[[dict], dict] | None = None
+    idle_only: bool = False   # a lone capture's second process only onto an idle core (the analyse command)
 
     @property
     def want_events(self) -> bool:
@@ -66,12 +68,12 @@ def prepare(root: Path, caps: list[Capture], jobs: int, export_type: str, log: C
 
 def run_captures(root: Path, caps: list[Capture], jobs: int, top_n: int, want_events: bool,
                  progress: bool, fn: Callable = analyse_capture, limits: Limits | None = None,
-                 keep: Callable[[dict], dict] | None = None) -> list[dict]:
+                 keep: Callable[[dict], dict] | None = None, spare_core: bool = True) -> list[dict]:
     """Analyse captures: in bounded worker processes when there is more than one job and capture
     (and enough bytes to be worth starting them), or when a file looks like a decompression bomb
     (then also with one job); else here, under the time limit (a lone capture with jobs > 1: its
-    trace parsed by two processes when large, parsing/split_parse.py). `keep(result)` is what is held of
-    each result, applied as it arrives."""
+    trace parsed by two processes when large, parsing/split_parse.py, unless `spare_core` is false:
+    no core idle). `keep(result)` is what is held of each result, applied as it arrives."""
     limits = limits or Limits()
     results: dict[int, dict] = {}
     bar = ProgressBar(len(caps), progress, "analysing")
@@ -85,7 +87,7 @@ def run_captures(root: Path, caps: list[Capture], jobs: int, top_n: int, want_ev
             run_pool(root, caps, jobs, top_n, want_events, done, fn, limits)
         else:
             # a lone capture with jobs to spare: its trace may be parsed by two processes
-            with split_parse.helpers(1 if jobs > 1 and len(caps) == 1 else 0):
+            with split_parse.helpers(1 if jobs > 1 and len(caps) == 1 and spare_core else 0):
                 for i, c in enumerate(caps):
                     done(i, run_in_process(fn, root, c, top_n, want_events, limits.timeout_s))
     finally:
@@ -222,8 +224,10 @@ def collect_here(root: Path, opts: CollectOptions) -> Collected:
         caps = select_run(base, caps, opts.run)
     reasons = prepare(base, caps, opts.jobs, opts.export_type, opts.log, opts.python)
     todo = [c for c in caps if c.path not in reasons]
+    # a lone capture's second process (the split parse, forked children) only onto an idle core
+    spare = not opts.idle_only or len(todo) != 1 or opts.jobs < 2 or forked.core_idle()
     results = run_captures(base, todo, opts.jobs, opts.top_n, opts.want_events, opts.progress, opts.fn,
-                           limits=opts.limits, keep=opts.keep)
+                           limits=opts.limits, keep=opts.keep, spare_core=spare)
     unparsed = []
     for c in caps:
         if c.path in reasons:
