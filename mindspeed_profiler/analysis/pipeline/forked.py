@@ -112,12 +112,18 @@ def start(fn: Callable[..., Any], *args: Any, fork: bool = True) -> Pending:
     if pid == 0:   # the child: whatever happens, it ends here and never returns into the caller
         try:
             os.close(rd)
+            # fresh stdout / stderr objects on the same descriptors: a lock another thread of the
+            # parent (a progress bar) held at the fork stays held in the child's copies
+            sys.stdout = open(1, "w", closefd=False)   # noqa: SIM115
+            sys.stderr = open(2, "w", closefd=False)   # noqa: SIM115
             try:
                 data = _OK + pickle.dumps(fn(*args), protocol=pickle.HIGHEST_PROTOCOL)
             except BaseException:   # noqa: BLE001  (the parent computes it again and raises it there)
                 data = _FAILED
             with os.fdopen(wr, "wb") as out:
                 out.write(data)
+            for f in (sys.stdout, sys.stderr):   # what the child said (a warning) is not lost
+                f.flush()
             os._exit(0)
         finally:
             os._exit(1)
