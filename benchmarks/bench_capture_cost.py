@@ -271,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     for mode in modes:
         per_round = [summarise(mode, res) for res in results[mode]]
         rows.append(sorted(per_round, key=lambda x: x["captured_mean_ratio"])[len(per_round) // 2])
-    trace = next(res["trace"] for res in results["level1+shapes+memory"] if res["trace"])
+    traced = [res["trace"] for m in ("level1+shapes+memory", *modes) for res in results.get(m, []) if res["trace"]]
+    trace = traced[0]
     comp = compression_table(trace)
     writer = writer_table(trace, args)
     import torch
