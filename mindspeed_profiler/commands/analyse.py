@@ -45,6 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--peak-tflops", type=float, default=None, metavar="TFLOPS",
                         help="one device's peak TFLOPS: the metrics tracker's MFU is recomputed for it (docs/metrics.md)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no tables on the terminal")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="analyse every capture again and keep nothing: no analysis cache read or written (default: "
+                             "the results of captures whose files did not change are taken from OUT/.analysis_cache; "
+                             "delete that folder to empty it)")
     ray = parser.add_argument_group("on a Ray cluster, where the data lives (docs/analysis.md)")
     ray.add_argument("--ray", action="store_true",
                      help="discover DIR on every node of the Ray cluster (DIR as each node sees it: a relative DIR is "
@@ -117,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
         summary, code = analyse_directory(args.directory, jobs=args.jobs, export_type=args.export_type,
                                           top_n=args.top or 20, html=False, threshold=args.threshold,
                                           out_dir=args.output, run=args.run, limits=limits,
-                                          peak_tflops=args.peak_tflops, idle_only=True, **ray_options)
+                                          peak_tflops=args.peak_tflops, idle_only=True,
+                                          cache=not args.no_cache and not args.ray, **ray_options)
     except setup_errors as exc:   # () without --ray: catches nothing
         print(f"analyse --ray: {exc}", file=sys.stderr)
         return 2

@@ -84,7 +84,8 @@ def analyse_directory(root: str | Path, jobs: int | None = None, export_type: st
                       limits: Limits | None = None, ray: bool = False, ray_address: str | None = None,
                       ray_task_cpus: float = 0.5, fn: Callable = analyse_capture,
                       collector: Collector | None = None, peak_tflops: float | None = None,
-                      inline_detail_max: int = formats.INLINE_DETAIL_MAX, idle_only: bool = False) -> tuple[dict, int]:
+                      inline_detail_max: int = formats.INLINE_DETAIL_MAX, idle_only: bool = False,
+                      cache: bool = False) -> tuple[dict, int]:
     """Analyse everything under `root` (only run `run`'s captures when given); write the outputs
     (unless write=False); return (summary, exit code). With ray=True, on every node of a Ray
     cluster, each capture where it lies (ray_batch.py; `root` as each node sees it). `collector`:
@@ -92,7 +93,10 @@ def analyse_directory(root: str | Path, jobs: int | None = None, export_type: st
     device peak the tracker's MFU is recomputed for (analyse --peak-tflops). `inline_detail_max`: with
     more captures than this, each one's top lists and collective blocks (formats.DETAIL_KEYS) are
     written to capture_totals.jsonl, not summary.json (load_summary puts them back). `idle_only`: a
-    lone capture's trace is parsed by a second process (jobs > 1) only when a core is idle now."""
+    lone capture's trace is parsed by a second process (jobs > 1) only when a core is idle now.
+    `cache`: keep each capture's result in the analysis cache under the output directory and take
+    those of unchanged captures from it (result_cache.py; with write=True, without Ray; the
+    analyse command's default, off with --no-cache)."""
     t_start = time.perf_counter()
     root = Path(root)
     jobs = jobs or os.cpu_count() or 1
@@ -112,7 +116,7 @@ def analyse_directory(root: str | Path, jobs: int | None = None, export_type: st
     opts = CollectOptions(jobs=jobs, top_n=top_n, export_type=export_type,
                           progress=sys.stderr.isatty() if progress is None else progress, fn=fn,
                           limits=limits or default_limits(), log=log or stderr_log, python=python, run=run, keep=keep,
-                          idle_only=idle_only)
+                          idle_only=idle_only, cache_dir=_cache_dir(root, out_dir) if cache and write else None)
     try:
         return _analyse(root, opts, collector, ray, ray_address, ray_task_cpus, run, threshold, peak_tflops, out_dir,
                         write, html, spool, events, t_start)
@@ -131,6 +135,16 @@ def _spool_dir(root: Path, out_dir: str | Path | None) -> Path | None:
     if root.is_dir():
         return root / formats.ANALYSIS_DIR
     return root.parent / formats.ANALYSIS_DIR if root.is_file() else None
+
+
+def _cache_dir(root: Path, out_dir: str | Path | None) -> Path | None:
+    """The analysis cache's directory: in the output directory (never in a capture)."""
+    from mindspeed_profiler.analysis.pipeline.result_cache import CACHE_DIR
+
+    if out_dir:
+        return Path(out_dir) / CACHE_DIR
+    base = root if root.is_dir() else root.parent
+    return base / formats.ANALYSIS_DIR / CACHE_DIR
 
 
 def _analyse(root: Path, opts: CollectOptions, collector: Collector | None, ray: bool, ray_address: str | None,

@@ -14,7 +14,6 @@ from pathlib import Path
 from mindspeed_profiler.analysis.pipeline.discover import Capture
 from mindspeed_profiler.analysis.inputs import input_kind
 from mindspeed_profiler.analysis.inputs.record import state_warnings
-from mindspeed_profiler.analysis.parsing import jsonscan
 
 
 def analyse_capture(root: str, cap_dict: dict, top_n: int = 20, want_events: bool = False) -> dict:
@@ -38,6 +37,8 @@ def analyse_capture(root: str, cap_dict: dict, top_n: int = 20, want_events: boo
                                           "(--capture-memory-mb): the file may be a decompression bomb")
         events = None
     except Exception as exc:  # noqa: BLE001 - reported per capture, the batch goes on
+        from mindspeed_profiler.analysis.parsing import jsonscan   # (imported by then: only its name here)
+
         res.update(status="failed", error=f"{type(exc).__name__}: {exc}")
         if not isinstance(exc, (ValueError, OSError, jsonscan.TraceFormatError, KeyError)):
             res["traceback"] = traceback.format_exc(limit=5)

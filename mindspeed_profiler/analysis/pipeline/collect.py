@@ -15,8 +15,7 @@ from typing import Callable, Protocol
 from mindspeed_profiler.analysis.pipeline.capture import analyse_capture
 from mindspeed_profiler.analysis.pipeline.discover import Capture, discover
 from mindspeed_profiler.analysis.inputs import input_kinds
-from mindspeed_profiler.analysis.parsing import jsonscan, split_parse
-from mindspeed_profiler.analysis.pipeline import forked
+from mindspeed_profiler.analysis.pipeline import forked, result_cache
 from mindspeed_profiler.analysis.pipeline.pool import Limits, failed_result, run_pool
 
 POOL_MIN_BYTES = 8 << 20   # below this, starting worker processes costs more than it saves
@@ -46,6 +45,7 @@ class CollectOptions:
     run: str | None = None
     keep: Callable[[dict], dict] | None = None
     idle_only: bool = False   # a lone capture's second process only onto an idle core (the analyse command)
+    cache_dir: Path | None = None   # the analysis cache's directory (result_cache.py); None: no cache
 
     @property
     def want_events(self) -> bool:
@@ -74,6 +74,8 @@ def run_captures(root: Path, caps: list[Capture], jobs: int, top_n: int, want_ev
     (then also with one job); else here, under the time limit (a lone capture with jobs > 1: its
     trace parsed by two processes when large, parsing/split_parse.py, unless `spare_core` is false:
     no core idle). `keep(result)` is what is held of each result, applied as it arrives."""
+    if not caps:
+        return []
     limits = limits or Limits()
     results: dict[int, dict] = {}
     bar = ProgressBar(len(caps), progress, "analysing")
@@ -86,6 +88,8 @@ def run_captures(root: Path, caps: list[Capture], jobs: int, top_n: int, want_ev
         if (jobs > 1 and len(caps) > 1 and _total_bytes(root, caps) > POOL_MIN_BYTES) or _any_bomb(root, caps):
             run_pool(root, caps, jobs, top_n, want_events, done, fn, limits)
         else:
+            from mindspeed_profiler.analysis.parsing import split_parse   # (numpy: only when something is parsed)
+
             # a lone capture with jobs to spare: its trace may be parsed by two processes
             with split_parse.helpers(1 if jobs > 1 and len(caps) == 1 and spare_core else 0):
                 for i, c in enumerate(caps):
@@ -101,6 +105,8 @@ BOMB_RATIO, BOMB_MIN_BYTES = 50, 32 << 20   # a .gz expanding 50x into more than
 def _any_bomb(root: Path, caps: list[Capture]) -> bool:
     """Whether a capture's file expands suspiciously (a decompression bomb): it is then parsed in a
     worker whose memory is capped, never in this process."""
+    from mindspeed_profiler.analysis.parsing import jsonscan
+
     for c in caps:
         for f in c.files:
             try:
@@ -215,19 +221,44 @@ class Collected:
 
 
 def collect_here(root: Path, opts: CollectOptions) -> Collected:
-    """Discover, prepare and analyse on this machine (a pool of worker processes)."""
+    """Discover, prepare and analyse on this machine (a pool of worker processes); with
+    `opts.cache_dir`, what the analysis cache holds for unchanged inputs is taken from it."""
     if not root.exists():
         raise FileNotFoundError(f"analyse: directory {str(root)!r} does not exist")
     base = root if root.is_dir() else root.parent
-    caps = discover(root)
-    if opts.run is not None:
-        caps = select_run(base, caps, opts.run)
-    reasons = prepare(base, caps, opts.jobs, opts.export_type, opts.log, opts.python)
+    cache = _open_cache(opts)
+    files = result_cache.listing(root, skip=[opts.cache_dir.parent]) if cache is not None else {}
+    caps = cache.discovered(root, files, opts.run) if cache is not None else None
+    reasons: dict[str, str] = {}
+    if caps is None:   # the listing changed (or no cache): discovery and the preparation steps
+        caps = discover(root)
+        if opts.run is not None:
+            caps = select_run(base, caps, opts.run)
+        reasons = prepare(base, caps, opts.jobs, opts.export_type, opts.log, opts.python)
+        if cache is not None:
+            after = result_cache.listing(root, skip=[opts.cache_dir.parent])
+            if after == files and not reasons:   # nothing written by a preparation step, nothing left unparsed
+                cache.keep_discovery(root, files, opts.run, caps)
+            files = after
     todo = [c for c in caps if c.path not in reasons]
+    hits, fresh = cache.split(base, todo, files) if cache is not None else ({}, list(range(len(todo))))
     # a lone capture's second process (the split parse, forked children) only onto an idle core
-    spare = not opts.idle_only or len(todo) != 1 or opts.jobs < 2 or forked.core_idle()
-    results = run_captures(base, todo, opts.jobs, opts.top_n, opts.want_events, opts.progress, opts.fn,
-                           limits=opts.limits, keep=opts.keep, spare_core=spare)
+    spare = not opts.idle_only or len(fresh) != 1 or opts.jobs < 2 or forked.core_idle()
+
+    def keep(res: dict) -> dict:
+        if cache is not None:
+            cache.store(res)   # before `opts.keep` moves parts of it to the outputs' side files
+        return opts.keep(res) if opts.keep is not None else res
+    ran = iter(run_captures(base, [todo[i] for i in fresh], opts.jobs, opts.top_n, opts.want_events, opts.progress,
+                            opts.fn, limits=opts.limits, keep=keep, spare_core=spare))
+    results = [(opts.keep(hits[i]) if opts.keep is not None else hits[i]) if i in hits else next(ran)
+               for i in range(len(todo))]
+    if cache is not None:
+        if hits:
+            opts.log(f"analyse: {len(hits)} of {len(todo)} captures from the analysis cache "
+                     f"({cache.dir}; --no-cache to analyse them again)")
+        if opts.run is None:
+            cache.prune(c.path for c in todo)
     unparsed = []
     for c in caps:
         if c.path in reasons:
@@ -235,6 +266,14 @@ def collect_here(root: Path, opts: CollectOptions) -> Collected:
             d.update(status=UNPARSED, error=reasons[c.path])
             unparsed.append(d)
     return Collected(results, unparsed, base)
+
+
+def _open_cache(opts: CollectOptions) -> "result_cache.AnalysisCache | None":
+    """The analysis cache when asked for and the results are analyse_capture's without the event
+    columns (analysis.db's events table is not cached: --export-type db analyses every capture)."""
+    if opts.cache_dir is None or opts.fn is not analyse_capture or opts.want_events:
+        return None
+    return result_cache.AnalysisCache(opts.cache_dir, {"top_n": opts.top_n}, opts.log)
 
 
 class LocalCollector:
