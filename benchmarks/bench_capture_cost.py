@@ -47,6 +47,9 @@ MODES = {
     "level1+shapes+memory, inline, gzip 9 (before)": {"profile": True, "profile_level": "level1",
                                                       "profile_record_shapes": True, "profile_with_memory": True,
                                                       "background_export": False, "_gzip": 9},
+    "level1+shapes+memory, export_after_run": {"profile": True, "profile_level": "level1",
+                                               "profile_record_shapes": True, "profile_with_memory": True,
+                                               "export_after_run": True},
     "with_stack": {"profile": True, "profile_level": "level1", "profile_with_stack": True},
     "full (level1+shapes+memory+stack: CPU memory snapshot)": {
         "profile": True, "profile_level": "level1", "profile_record_shapes": True, "profile_with_memory": True,

@@ -25,6 +25,7 @@ BACKEND_OPTIONS: tuple[BackendOption, ...] = (
     BackendOption("profile_export_type", "{value} export", "the capture is written in its own format"),
     BackendOption("data_simplification", "data simplification"),  # false: torch_npu keeps its intermediate files
     BackendOption("profile_analysis", "online analysis", "`mindspeed-profiler analyse` reads the capture offline"),
+    BackendOption("export_after_run", "session held across captures", "each capture is written when it ends"),
 )
 OPTION_FIELDS = frozenset(o.field for o in BACKEND_OPTIONS)
 

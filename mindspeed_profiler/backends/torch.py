@@ -27,6 +27,7 @@ from typing import Any
 from mindspeed_profiler.backends import layout
 from mindspeed_profiler.core import formats
 from mindspeed_profiler.core.capture_options import CaptureOptions, CaptureSettings
+from mindspeed_profiler.backends import held_session
 from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec, WindowedCapture
 from mindspeed_profiler.backends.memory_snapshot import MemorySnapshot, snapshot_kind
 from mindspeed_profiler.backends.registry import register_backend
@@ -68,8 +69,19 @@ def profile_options(cfg: CaptureSettings, cuda: bool) -> dict[str, Any]:
         snapshot, why_not = snapshot_kind("cuda" if cuda else "cpu", flags)
         if why_not:
             notes.append(why_not)
+    held = bool(cfg.export_after_run)
+    if held and snapshot == "cpu":
+        # torch builds the CPU snapshot from the session's events: a held session mixes windows
+        snapshot = None
+        notes.append("export_after_run: the CPU memory snapshot is not made (torch builds it from the whole session)")
     return {"activities": activities, **flags, "annotations_only": level == "level_none", "memory_snapshot": snapshot,
-            "notes": notes}
+            "export_after_run": held, "notes": notes}
+
+
+def held_key(opts: dict[str, Any]) -> tuple:
+    """Pure: what a held session must have been started with for a capture of `opts` to join it."""
+    return (tuple(opts["activities"]),) + tuple((k, opts[k]) for k in
+                                                ("record_shapes", "profile_memory", "with_stack", "with_modules", "with_flops"))
 
 
 def keep_annotations(trace: dict[str, Any]) -> dict[str, Any]:
@@ -118,6 +130,11 @@ class TorchCapture(WindowedCapture):
         self.notes: list[str] = []
         self.phases: dict[str, float] = {}
         self.deferred: list[tuple[str, Deferred]] = []
+        # export_after_run: recorded in the process's held session (backends/held_session.py), whose
+        # key the runtime checks before start (a session of other options is flushed first)
+        self.held_key = held_key(opts) if opts.get("export_after_run") else None
+        self.held: held_session.HeldSession | None = None   # the held session it records in
+        self.window = ""   # its window's id in that session
         kind = opts.get("memory_snapshot")
         self._memory = MemorySnapshot(kind, "cuda" if "CUDA" in opts["activities"] else "cpu") if kind else None
 
@@ -126,7 +143,17 @@ class TorchCapture(WindowedCapture):
 
         self.directory = layout.make_capture_dir(self.spec.save_dir, self.spec.worker_name, TorchBackend.suffix)
         acts = [getattr(torch.profiler.ProfilerActivity, a) for a in self.opts["activities"]]
-        self._prof = torch.profiler.profile(
+        if self.held_key is not None:
+            self._start_held(acts)
+            return
+        self._prof = self._profile(acts)
+        self._prof.prepare_trace()
+        self._start_window()
+
+    def _profile(self, acts: list[Any]) -> Any:
+        import torch
+
+        return torch.profiler.profile(
             activities=acts,
             record_shapes=self.opts["record_shapes"],
             profile_memory=self.opts["profile_memory"],
@@ -134,10 +161,27 @@ class TorchCapture(WindowedCapture):
             with_modules=self.opts["with_modules"],
             with_flops=self.opts["with_flops"],
         )
-        self._prof.prepare_trace()
+
+    def _start_held(self, acts: list[Any]) -> None:
+        """export_after_run: join the process's held session (started here when there is none)."""
+        held = held_session.current()
+        if held is None:
+            prof = self._profile(acts)
+            if not hasattr(prof, "toggle_collection_dynamic"):
+                raise RuntimeError("export_after_run needs torch.profiler's toggle_collection_dynamic (torch >= 2.3)")
+            held = held_session.HeldSession(self.held_key, prof, acts)
+            prof.prepare_trace()
+            held_session.set_current(held)
+        elif held.key != self.held_key:   # the runtime flushes such a session before (runtime/captures.py)
+            raise RuntimeError("a held profiler session of other options is open in this process")
+        self.held = held
         self._start_window()
 
     def _begin_recording(self) -> None:
+        if self.held is not None:
+            self.window = self.held.open_window(self.spec.worker_name)
+            self._recorded = True
+            return
         self._prof.start_trace()
         self._recorded = True
         if self._memory is not None:
@@ -156,6 +200,9 @@ class TorchCapture(WindowedCapture):
 
     def stop(self) -> None:
         self._close_step()
+        if self.held_key is not None:
+            self._stop_held()
+            return
         if self._prof is None:
             return
         if not self._recording and not self._recorded:
@@ -165,30 +212,56 @@ class TorchCapture(WindowedCapture):
             self._recording = False
             with timed(self.phases, "stop"):   # torch's post-processing: on this thread, as torch requires
                 self._prof.stop_trace()
-            if self._memory is not None and self._recorded:
-                with timed(self.phases, "snapshot_take"):
-                    self._memory.stop(self._prof)
-                self.notes += self._memory.notes
-                self._memory.notes = []
+            self._take_snapshot(self._prof)
+
+    def _stop_held(self) -> None:
+        """export_after_run: the window closes (collection off); torch's stop waits for the flush."""
+        if self._recording:
+            self._recording = False
+            with timed(self.phases, "toggle"):
+                self.held.close_window()
+            self._take_snapshot(None)
+        elif self.held is not None and not self._recorded:
+            self.held = None   # stopped during warmup: nothing of this capture is in the session
+
+    def _take_snapshot(self, prof: Any) -> None:
+        if self._memory is not None and self._recorded:
+            with timed(self.phases, "snapshot_take"):
+                self._memory.stop(prof)
+            self.notes += self._memory.notes
+            self._memory.notes = []
+
+    def raw_path(self) -> Path:
+        """Where the raw Kineto JSON of this capture is written (compressed later)."""
+        final = self.directory / layout.trace_file_name(self.spec.trace_basename)
+        return final.with_name(final.name[:-len(".gz")])
 
     def export(self) -> list[Path]:
         """The raw Kineto JSON now (torch's writer holds the GIL: no thread would run beside it);
-        its compression, the level_none reduction and the memory snapshot's pickle deferred."""
+        its compression, the level_none reduction and the memory snapshot's pickle deferred. Held
+        (export_after_run): nothing now; the same steps run once the flush has cut its trace."""
+        if self.held is not None:
+            if self._recorded:
+                self._defer_steps(self.raw_path())
+            return []
         if self._prof is None or not self._recorded:
             return []
-        final = self.directory / layout.trace_file_name(self.spec.trace_basename)
-        raw = final.with_name(final.name[:-len(".gz")])
+        raw = self.raw_path()
         with _removed_if_failed(raw):   # a full disk must not leave half a trace that keeps it full
             with timed(self.phases, "write"):
                 self._prof.export_chrome_trace(str(raw))
             check_whole_json(raw)
+        self._defer_steps(raw)
+        return [raw]
+
+    def _defer_steps(self, raw: Path) -> None:
+        final = raw.with_name(raw.name + ".gz")
         if self.opts["annotations_only"]:
             self.deferred.append(("annotations", _annotations_step(raw)))
         self.deferred.append(("compress", compress_step(raw, final)))
         if self._memory is not None and self._memory.pending:
             snap_path = self.directory / formats.memory_snapshot_name(self.spec.trace_basename, os.getpid())
             self.deferred.append(("snapshot", self._snapshot_step(snap_path)))
-        return [raw]
 
     def _snapshot_step(self, snap_path: Path) -> Deferred:
         def step(files: list[Path]) -> list[Path]:
@@ -216,7 +289,7 @@ class TorchBackend(Backend):
     # NVTX on CUDA (nsys sees it); on CPU no device markers: record_function, inside a capture only
     device_markers = {"cuda": ("nvtx",), "cpu": ()}
     capture_markers = ("record_function",)
-    honours = frozenset()  # the backend-specific options are torch_npu's (honour.py notes them)
+    honours = frozenset({"export_after_run"})  # the others are torch_npu's (honour.py notes them)
     tool = "torch.profiler"
 
     def __init__(self, cuda: bool | None = None):

@@ -68,6 +68,9 @@ class IntegratedConfig:
     # the trace's compression, the memory snapshot's pickle and the final metadata written on a
     # background thread (runtime/export_writer.py); false: all of it inside the step, as torch does
     background_export: bool = setting(True, check_bool)
+    # torch's stop and trace write once, when the run ends, not in the step closing each capture: one
+    # torch.profiler session held across the windows, collection toggled (backends/held_session.py)
+    export_after_run: bool = setting(False, check_bool)
     # how long stop() and interpreter exit wait for background exports (SIGTERM: at most 20 s)
     export_wait_s: float = setting(300.0, check_number(minimum=0.0, maximum=86400.0))
     profile_with_stack: bool = setting(False, check_bool)

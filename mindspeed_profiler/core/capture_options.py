@@ -95,6 +95,9 @@ class CaptureSettings(Protocol):
     @property
     def data_simplification(self) -> bool: ...
 
+    @property
+    def export_after_run(self) -> bool: ...
+
 
 @dataclass(frozen=True)
 class CaptureOptions:

@@ -68,7 +68,9 @@ META_KEYS = (
 # "recording": written when the capture starts, replaced when it ends (left: the worker never finished it)
 # "exporting": recorded, its files still being written in the background (left: the process ended
 # first; the files it lists are whole, the notes say what was not written)
-CAPTURE_STATUSES = ("recording", "exporting", "ok", "failed", "skipped")
+# "held": recorded in a session held open until the run ends (export_after_run); written at its
+# flush (left: the process ended before it; nothing of the capture was written)
+CAPTURE_STATUSES = ("recording", "exporting", "held", "ok", "failed", "skipped")
 
 # A capture directory's suffix says what is inside: the on-disk format, not the backend that
 # wrote it (two backends may write the same format). A new format is a change of this contract.

@@ -256,8 +256,9 @@ class Listener(Observer):
     def _finish(self, entry: _Entry, stopped_early: bool = False) -> None:
         child = entry.child
         entry.captures = list(child.captures) if child is not None else []
-        # "exporting": recorded, its files still being written off the training thread (not a failure)
-        failed = [c for c in entry.captures if c.get("status") not in ("ok", "exporting")]
+        # "exporting" / "held": recorded, its files written off the training thread or when the run
+        # ends (export_after_run): not a failure
+        failed = [c for c in entry.captures if c.get("status") not in ("ok", "exporting", "held")]
         reason = None
         if stopped_early:
             reason = f"the worker stopped at iteration {self._iteration}: recorded up to there"

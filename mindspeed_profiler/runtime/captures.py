@@ -17,7 +17,7 @@ from mindspeed_profiler.core import fileio, formats
 from mindspeed_profiler.runtime import export_writer, session
 from mindspeed_profiler.capture import stages as _stages
 from mindspeed_profiler.core.state import STATE
-from mindspeed_profiler.backends import Backend, CaptureHandle, CaptureSpec, layout, select_backend
+from mindspeed_profiler.backends import Backend, CaptureHandle, CaptureSpec, held_session, layout, select_backend
 from mindspeed_profiler.backends.honour import capture_options
 from mindspeed_profiler.backends.registry import AUTO, backend_class
 from mindspeed_profiler.backends.trace_files import timed
@@ -255,15 +255,39 @@ class Captures:
             return None
         self.live.add(cap)
         session.LIVE_CAPTURES.add(cap)
+        if getattr(cap.handle, "held_key", None) is not None:
+            self._make_room_for_held(cap.handle.held_key)
         if self.call(cap, "start", cap.handle.start):
             STATE.capture_active = True
             cap.rss0 = rss_bytes()
+            held = getattr(cap.handle, "held", None)
+            if held is not None and held.rss0 is None:
+                held.rss0 = cap.rss0
             if cap.rss0 is None and self.cfg.capture_memory_budget_mb is not None:
                 meta["notes"].append("capture_memory_budget_mb not enforced: this system's resident memory cannot be read")
             self._write_recording_meta(cap)
             return cap
         self.close(cap)
         return None
+
+    def _make_room_for_held(self, key: tuple) -> None:
+        """export_after_run: the held session is flushed first (inside this step, said in a warning)
+        when it was started with other options, or has grown the process past capture_memory_budget_mb."""
+        held = held_session.current()
+        if held is None:
+            return
+        why = None
+        budget = self.cfg.capture_memory_budget_mb
+        now = rss_bytes()
+        if held.key != key:
+            why = "a capture with other options begins"
+        elif budget is not None and held.rss0 is not None and now is not None and (now - held.rss0) / 2**20 > budget:
+            why = (f"the held session has grown the process by {(now - held.rss0) / 2**20:.0f} MB, over "
+                   f"capture_memory_budget_mb={budget:g}")
+        if why is not None:
+            self.warn(("held-flush", why[:12]), "profiler on %s rank %d: the held session (export_after_run) is "
+                      "stopped and written now, inside this step: %s", self.who.role, self.who.rank, why)
+            session.flush_held(why)
 
     def _write_recording_meta(self, cap: Capture) -> None:
         """The metadata, status "recording", as soon as the capture directory exists: a worker
@@ -319,7 +343,11 @@ class Captures:
                 self._fail(cap, "export", exc)
         deferred = list(getattr(cap.handle, "deferred", None) or []) if not cap.failed else []
         cap.left = [name for name, _ in deferred]
-        if deferred:
+        held = getattr(cap.handle, "held", None) if deferred else None
+        if held is not None:   # export_after_run: torch's stop and write wait for the session's flush
+            cap.meta["status"] = "held"
+            cap.left.insert(0, "held")
+        elif deferred:
             cap.meta["status"] = "exporting"
         directory = self._finish(cap, files)
         if span is not None:
@@ -330,7 +358,9 @@ class Captures:
         self._account(cap, directory)   # now, as written so far (the raw trace: more than it will be)
         if not deferred:
             return
-        if self.cfg.background_export:
+        if held is not None:
+            self._hold(cap, held, deferred, directory)
+        elif self.cfg.background_export:
             self.exporting.append(cap)
             session.EXPORTING.add(self)
             cap.job, waited = export_writer.WRITER.submit(cap.spec.worker_name,
@@ -339,6 +369,27 @@ class Captures:
                 cap.meta["export_phases"]["queue_wait"] = round(waited, 6)
         else:
             self._complete(cap, files, deferred, directory)
+
+    def _hold(self, cap: Capture, held: held_session.HeldSession, deferred: list[tuple[str, Any]],
+              directory: Path) -> None:
+        """The capture waits in the held session; at its flush, its cut trace goes through the same
+        deferred steps (on the writer), or, when the flush could not write it, it fails with the reason."""
+        self.exporting.append(cap)
+        session.EXPORTING.add(self)
+
+        def complete(files: list[Path], note: str | None, phases: dict[str, float]) -> None:
+            cap.meta["export_phases"].update({f"session_{k}": v for k, v in phases.items()})
+            if cap.left and cap.left[0] == "held":
+                cap.left.pop(0)
+            if not files:
+                cap.meta["status"] = "failed"
+                cap.meta["errors"].append({"phase": "export", "error": note or "not written", "time": fileio.utc_now_iso()})
+            elif note:
+                cap.meta["notes"].append(note)
+            self._complete(cap, files, deferred if files else [], directory)
+
+        held.hold(held_session.HeldWindow(cap.handle.window, cap.handle.raw_path(), complete,
+                                          lambda job: setattr(cap, "job", job)))
 
     def _complete(self, cap: Capture, files: list[Path], deferred: list[tuple[str, Any]], directory: Path) -> None:
         """The deferred export steps in order, then the final metadata. A failed step is a note:
@@ -354,7 +405,7 @@ class Captures:
             if cap.left and cap.left[0] == name:
                 cap.left.pop(0)
         with self._meta_lock:
-            if cap.meta["status"] == "exporting":
+            if cap.meta["status"] in ("exporting", "held"):
                 cap.meta["status"] = "ok"
             try:
                 self._write_meta(cap, directory, files)

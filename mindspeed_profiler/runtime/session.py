@@ -129,10 +129,26 @@ EXPORT_WAIT_CAP_S = float("inf")
 SIGTERM_EXPORT_WAIT_S = 20.0
 
 
+def flush_held(why: str) -> None:
+    """export_after_run: torch's stop and write of the process's held session now, on this thread;
+    its windows are cut and completed on the background writer (backends/held_session.py)."""
+    # imported here: the markers' path imports this module and needs no backend (import time)
+    from mindspeed_profiler.backends import held_session
+    from mindspeed_profiler.runtime import export_writer
+
+    held = held_session.current()
+    if held is None:
+        return
+    held_session.set_current(None)
+    held.flush(lambda name, run: export_writer.WRITER.submit(name, run)[0])
+
+
 def wait_exports(why: str, timeout: float | None = None) -> None:
-    """Wait for every pending background export of this process: each capture set at most its own
-    export_wait_s (or `timeout`), never past EXPORT_WAIT_CAP_S in all; what is not done by then is
-    said by each set (its warning, its captures' metadata)."""
+    """Wait for every pending background export of this process (the held session flushed first):
+    each capture set at most its own export_wait_s (or `timeout`), never past EXPORT_WAIT_CAP_S in
+    all; what is not done by then is said by each set (its warning, its captures' metadata)."""
+    with contextlib.suppress(Exception):
+        flush_held(why)
     deadline = time.monotonic() + EXPORT_WAIT_CAP_S if EXPORT_WAIT_CAP_S != float("inf") else None
     for captures in list(EXPORTING):
         bound = captures.wait_s if timeout is None else timeout

@@ -130,6 +130,9 @@ def analyse(root: Path, cap: Capture, top_n: int, want_events: bool) -> tuple[di
     if (cap.meta or {}).get("status") == "recording":
         raise ValueError(f"the capture was never finished: it started at {cap.meta.get('start_time')} and its worker "
                            "stopped before exporting it (killed, crashed, or still running)")
+    if (cap.meta or {}).get("status") == "held":
+        raise ValueError("the capture was recorded but never written: export_after_run holds torch's session until "
+                         "the run ends, and its process ended first (killed, crashed, or still running)")
     if not cap.files:
         raise FileNotFoundError("no Kineto trace file (*.json / *.json.gz) in the capture")
     # a capture may hold several traces (one per export); the largest is the capture
