@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import sys
+import threading
+import types
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,19 +65,55 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _load_numpy() -> None:
-    """numpy with one OpenBLAS thread (issue 34): OpenBLAS starts a thread per core when numpy is
-    loaded (56 ms of a 2-core box's 0.14 s import, more with more cores) and the analysis does no
-    linear algebra. A value the user set is kept; the variable is put back after the import, so no
-    child process (the vendor parser, the pool's workers) sees the change."""
+    """numpy loaded when first used, with one OpenBLAS thread (issue 34). OpenBLAS starts a thread
+    per core when numpy is loaded (56 ms of a 2-core box's 0.14 s import, more with more cores) and
+    the analysis does no linear algebra; the variable is put back after the import, so no child
+    process (the vendor parser, the pool's workers) sees the change. When first used, not here: a
+    re-analysis whose captures all come from the analysis cache never uses it (its modules still say
+    `import numpy as np`: they get a stand-in, `_DeferredNumpy`, that loads numpy on its first
+    attribute). A value the user set, or numpy loaded already: nothing is changed."""
     if "numpy" in sys.modules or "OPENBLAS_NUM_THREADS" in os.environ:
         return
-    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    import importlib.util
+
     try:
-        import numpy  # noqa: F401
-    except ImportError:
-        pass
-    finally:
-        del os.environ["OPENBLAS_NUM_THREADS"]
+        spec = importlib.util.find_spec("numpy")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        return
+    stand_in = _DeferredNumpy("numpy")
+    stand_in.__spec__ = spec   # what `import numpy` looks at in sys.modules (not initialising: no load)
+    sys.modules["numpy"] = stand_in
+
+
+class _DeferredNumpy(types.ModuleType):
+    """`sys.modules["numpy"]` until numpy is used: its first attribute looked up (np.zeros, numpy's
+    __path__ for `import numpy.x`, `from numpy import y`) imports the real numpy, with one OpenBLAS
+    thread, puts it in sys.modules and copies its names here, so that a module holding this object
+    as `np` finds them as attributes of its own from then on."""
+
+    def __getattr__(self, name: str):
+        with _NUMPY_LOCK:
+            if sys.modules.get("numpy") is self:
+                del sys.modules["numpy"]
+                set_here = "OPENBLAS_NUM_THREADS" not in os.environ
+                if set_here:
+                    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+                try:
+                    real = importlib.import_module("numpy")
+                except BaseException:
+                    sys.modules.setdefault("numpy", self)
+                    raise
+                finally:
+                    if set_here:
+                        os.environ.pop("OPENBLAS_NUM_THREADS", None)
+                self.__dict__.update(real.__dict__)
+            real = sys.modules["numpy"]
+        return getattr(real, name)
+
+
+_NUMPY_LOCK = threading.RLock()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -147,7 +186,8 @@ def run(args: argparse.Namespace) -> int:
     # report.html: rendered by a forked child while this process prints the tables (issue 34; the
     # same page: analyse_directory would write it last, from the same summary)
     written = getattr(summary, "where", None) or out   # where analyse_directory wrote summary.json
-    report = _start_report(summary, str(written), fork=args.jobs > 1) if not args.no_html else None
+    cached = not args.no_cache and not args.ray   # the page too: from the analysis cache when the summary is the same
+    report = _start_report(summary, str(written), fork=args.jobs > 1, cache=cached) if not args.no_html else None
 
     def wait_report() -> None:   # its error, if any, is said below
         if report is not None:
@@ -172,14 +212,18 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
-def _start_report(summary: dict, out: str, fork: bool):
-    """report.html written from `summary`: by a forked child when `fork`, else when waited for."""
+def _start_report(summary: dict, out: str, fork: bool, cache: bool = False):
+    """report.html written from `summary`: by a forked child when `fork`, else when waited for;
+    with `cache`, the last page again when it was made from the same summary (report_cache.py)."""
     from mindspeed_profiler.analysis.pipeline import forked
     from mindspeed_profiler.core import formats
 
     def write() -> None:
-        from mindspeed_profiler.analysis.results.report import write_report
-        write_report(os.path.join(out, formats.REPORT_FILE), summary)
+        from mindspeed_profiler.analysis.pipeline import report_cache
+        from mindspeed_profiler.analysis.pipeline.result_cache import CACHE_DIR
+
+        report_cache.write_report(os.path.join(out, formats.REPORT_FILE), summary,
+                                  os.path.join(out, CACHE_DIR) if cache else None)
     return forked.start(write, fork=fork and forked.core_idle())
 
 

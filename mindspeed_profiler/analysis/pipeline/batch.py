@@ -213,7 +213,7 @@ def _analyse(root: Path, opts: CollectOptions, collector: Collector | None, ray:
     summary["elapsed_s"] = round(time.perf_counter() - t_start, 3)
     if write:
         write_summary(out / formats.SUMMARY_FILE, summary)
-        if html:
-            from mindspeed_profiler.analysis.results.report import write_report
-            write_report(out / formats.REPORT_FILE, summary)
+        if html:   # (from the analysis cache when the summary is the last one's: report_cache.py)
+            from mindspeed_profiler.analysis.pipeline.report_cache import write_report
+            write_report(out / formats.REPORT_FILE, summary, opts.cache_dir)
     return summary, code

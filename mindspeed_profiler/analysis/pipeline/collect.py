@@ -76,6 +76,7 @@ def run_captures(root: Path, caps: list[Capture], jobs: int, top_n: int, want_ev
     no core idle). `keep(result)` is what is held of each result, applied as it arrives."""
     if not caps:
         return []
+    _load_numpy_before_forks()
     limits = limits or Limits()
     results: dict[int, dict] = {}
     bar = ProgressBar(len(caps), progress, "analysing")
@@ -97,6 +98,17 @@ def run_captures(root: Path, caps: list[Capture], jobs: int, top_n: int, want_ev
     finally:
         bar.stop()
     return [results[i] for i in range(len(caps))]
+
+
+def _load_numpy_before_forks() -> None:
+    """numpy loaded here before a helper or a worker is forked, so that they share it instead of
+    each loading it (the analyse command defers numpy to its first use: commands/analyse.py)."""
+    try:
+        import numpy
+
+        numpy.ndarray   # noqa: B018  (the first attribute of the command's stand-in loads numpy)
+    except ImportError:
+        pass
 
 
 BOMB_RATIO, BOMB_MIN_BYTES = 50, 32 << 20   # a .gz expanding 50x into more than 32 MB
