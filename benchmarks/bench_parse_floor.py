@@ -22,7 +22,9 @@ Prints, in one run:
   4. whole commands (issue 34), as a user runs them, wall time of each process from its start to
      its exit, imports and outputs included: the floor as a command (python -c: read + gunzip +
      orjson.loads, GC paused), `python -m mindspeed_profiler.analyse DIR` (default -j, the tables
-     printed to a pipe, summary.json and report.html written), the same with --before-path's code
+     printed to a pipe, summary.json and report.html written) cold (its analysis cache removed first)
+     and warm (the same command right after: a re-analysis, every capture from the cache), the
+     same with --before-path's code
      (an older checkout, e.g. `git archive`, on PYTHONPATH), and HTA's whole run (import,
      TraceAnalysis + get_temporal_breakdown); interleaved, --rounds rounds, median / best.
      `--commands-only` runs only this part.
@@ -35,6 +37,7 @@ import gc
 import gzip
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -120,18 +123,24 @@ HTA_CMD = ("import logging, sys; logging.disable(logging.CRITICAL); from hta.tra
            "TraceAnalysis(trace_dir=sys.argv[1]).get_temporal_breakdown(visualize=False)")
 
 
+OURS_COLD = "ours, cold: python -m mindspeed_profiler.analyse DIR (its analysis cache removed first)"
+OURS_WARM = "ours, warm: the same command again (every capture from the analysis cache)"
+
+
 def commands(path: Path, before: str | None, hta: bool, j1: bool = False) -> dict[str, tuple[list[str], dict | None]]:
     """{name: (argv, environment or None)} of the whole commands compared on one trace (`j1`: ours and
-    before's with -j 1 too: one process, whatever the load)."""
+    before's with -j 1 too: one process, whatever the load). Ours twice: cold (run_command removes
+    the analysis cache before it: `forget_cache`) and warm, right after it (a re-analysis: the
+    capture's result and report.html from the cache)."""
     here = str(Path(__file__).resolve().parents[1])
     ours = [sys.executable, "-m", "mindspeed_profiler.analyse", str(path.parent)]
     env = {**os.environ, "PYTHONPATH": here}
     out = {"floor (python -c: read + gunzip + orjson.loads, GC paused)": ([sys.executable, "-c", FLOOR_CMD, str(path)], None),
-           "ours: python -m mindspeed_profiler.analyse DIR": (ours, env)}
+           OURS_COLD: (ours, env), OURS_WARM: (ours, env)}
     if before:
         out["before: the same command, --before-path's code"] = (ours, {**os.environ, "PYTHONPATH": before})
     if j1:
-        out["ours -j 1"] = (ours + ["-j", "1"], env)
+        out["ours -j 1 (cold)"] = (ours + ["-j", "1"], env)
         if before:
             out["before -j 1"] = (ours + ["-j", "1"], {**os.environ, "PYTHONPATH": before})
     if hta:
@@ -139,10 +148,18 @@ def commands(path: Path, before: str | None, hta: bool, j1: bool = False) -> dic
     return out
 
 
-def run_command(argv: list[str], env: dict | None, timeout: float = 3600) -> tuple[float, float]:
+def forget_cache(path: Path) -> None:
+    """The analysis cache of `path`'s directory removed: the next command analyses cold."""
+    from mindspeed_profiler.analysis.pipeline.result_cache import CACHE_DIR
+    from mindspeed_profiler.core import formats
+
+    shutil.rmtree(path.parent / formats.ANALYSIS_DIR / CACHE_DIR, ignore_errors=True)
+
+
+def run_command(argv: list[str], env: dict | None, timeout: float = 3600, expect: bytes | None = None) -> tuple[float, float]:
     """(wall s, CPU s) of one whole process, from its start to its exit; CPU: user + system of it and
     of every child it waited for (forked helpers included), less sensitive than the wall time to
-    what else the box runs."""
+    what else the box runs. `expect`: what its stderr must say."""
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     p = subprocess.run(argv, env=env, capture_output=True, timeout=timeout)
@@ -150,19 +167,24 @@ def run_command(argv: list[str], env: dict | None, timeout: float = 3600) -> tup
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
         raise RuntimeError(f"{argv[:3]}: exit {p.returncode}: {p.stderr[-1500:].decode(errors='replace')}")
+    if expect is not None and expect not in p.stderr:
+        raise RuntimeError(f"{argv[:3]}: its stderr does not say {expect!r}: {p.stderr[-500:].decode(errors='replace')}")
     return wall, after.ru_utime + after.ru_stime - ru.ru_utime - ru.ru_stime
 
 
 def whole_commands(path: Path, rounds: int, before: str | None, hta: bool,
                    j1: bool = False) -> dict[str, list[tuple[float, float]]]:
-    """Each command once per round, in turn (interleaved: the box's load falls on all alike)."""
+    """Each command once per round, in turn (interleaved: the box's load falls on all alike); every
+    command but the warm one runs without the analysis cache (removed before it)."""
     cmds = commands(path, before, hta, j1)
     res: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
     for argv, env in cmds.values():   # a first run of each, not counted: page cache, .pyc files
         run_command(argv, env)
     for _ in range(rounds):
         for k, (argv, env) in cmds.items():
-            res[k].append(run_command(argv, env))
+            if k != OURS_WARM:
+                forget_cache(path)
+            res[k].append(run_command(argv, env, expect=b"from the analysis cache" if k == OURS_WARM else None))
     return res
 
 
@@ -170,13 +192,13 @@ def print_commands(path: Path, res: dict[str, list[tuple[float, float]]]) -> Non
     wall = {k: [w for w, _ in v] for k, v in res.items()}
     cpu = {k: statistics.median(c for _, c in v) for k, v in res.items()}
     fl = statistics.median(next(iter(wall.values())))
-    ours = statistics.median(wall["ours: python -m mindspeed_profiler.analyse DIR"])
+    cold, warm = statistics.median(wall[OURS_COLD]), statistics.median(wall[OURS_WARM])
     print(f"\nwhole commands, {path.name}, interleaved, median / best of {len(next(iter(wall.values())))} "
-          f"(load {os.getloadavg()[0]:.1f} at the end)\n\n| command | wall s, median | best | / floor | / ours "
-          "| CPU s (median) |\n|---|---:|---:|---:|---:|---:|")
+          f"(load {os.getloadavg()[0]:.1f} at the end)\n\n| command | wall s, median | best | / floor | / ours cold "
+          "| / ours warm | CPU s (median) |\n|---|---:|---:|---:|---:|---:|---:|")
     for k, v in wall.items():
         m = statistics.median(v)
-        print(f"| {k} | {m:.3f} | {min(v):.3f} | {m / fl:.2f} | {m / ours:.2f} | {cpu[k]:.2f} |")
+        print(f"| {k} | {m:.3f} | {min(v):.3f} | {m / fl:.2f} | {m / cold:.2f} | {m / warm:.2f} | {cpu[k]:.2f} |")
     sys.stdout.flush()
 
 

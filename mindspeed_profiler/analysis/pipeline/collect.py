@@ -238,7 +238,7 @@ def collect_here(root: Path, opts: CollectOptions) -> Collected:
     if not root.exists():
         raise FileNotFoundError(f"analyse: directory {str(root)!r} does not exist")
     base = root if root.is_dir() else root.parent
-    cache = _open_cache(opts)
+    cache = _open_cache(root, opts)
     files = result_cache.listing(root, skip=[opts.cache_dir.parent]) if cache is not None else {}
     caps = cache.discovered(root, files, opts.run) if cache is not None else None
     reasons: dict[str, str] = {}
@@ -249,7 +249,7 @@ def collect_here(root: Path, opts: CollectOptions) -> Collected:
         reasons = prepare(base, caps, opts.jobs, opts.export_type, opts.log, opts.python)
         if cache is not None:
             after = result_cache.listing(root, skip=[opts.cache_dir.parent])
-            if after == files and not reasons:   # nothing written by a preparation step, nothing left unparsed
+            if caps and after == files and not reasons:   # found something; no file written by a preparation step, none left unparsed
                 cache.keep_discovery(root, files, opts.run, caps)
             files = after
     todo = [c for c in caps if c.path not in reasons]
@@ -280,12 +280,13 @@ def collect_here(root: Path, opts: CollectOptions) -> Collected:
     return Collected(results, unparsed, base)
 
 
-def _open_cache(opts: CollectOptions) -> "result_cache.AnalysisCache | None":
+def _open_cache(root: Path, opts: CollectOptions) -> "result_cache.AnalysisCache | None":
     """The analysis cache when asked for and the results are analyse_capture's without the event
     columns (analysis.db's events table is not cached: --export-type db analyses every capture)."""
     if opts.cache_dir is None or opts.fn is not analyse_capture or opts.want_events:
         return None
-    return result_cache.AnalysisCache(opts.cache_dir, {"top_n": opts.top_n}, opts.log)
+    # the directory analysed is part of every key: two directories may write to one -o
+    return result_cache.AnalysisCache(opts.cache_dir, {"top_n": opts.top_n, "root": str(root.resolve())}, opts.log)
 
 
 class LocalCollector:

@@ -40,23 +40,23 @@ Listing = dict[str, tuple[int, int]]   # path relative to the root -> (size, mti
 
 
 def code_identity(package: Path = _PACKAGE) -> str:
-    """The analysis code's identity: the package version, CACHE_SCHEMA and a digest of the size and
-    mtime of every source file the analysis runs (analysis/ and core/). The stats, not only a
-    constant to bump: whoever changes an analyzer need not remember the cache (an editable install,
-    a patch); reinstalling the same code costs one cold run. ~1 ms."""
-    from mindspeed_profiler import __version__
-
-    h = hashlib.sha1(f"{__version__}/{CACHE_SCHEMA}/{sys.version_info[:2]}".encode())
+    """The analysis code's identity: CACHE_SCHEMA, the Python version and a digest of the size and
+    mtime of every source file the analysis runs (analysis/, core/) and of the package's
+    __init__.py (its version). The stats, not only a constant to bump: whoever changes an analyzer
+    need not remember the cache (an editable install, a patch); reinstalling the same code costs one
+    cold run. ~1 ms."""
+    h = hashlib.sha1(f"{CACHE_SCHEMA}/{sys.version_info[:2]}".encode())
+    sources = [package / "__init__.py"]
     for sub in ("analysis", "core"):
         for d, dirs, files in os.walk(package / sub):
             dirs[:] = sorted(x for x in dirs if x != "__pycache__")
-            for n in sorted(files):
-                if n.endswith(".py"):
-                    try:
-                        st = os.stat(os.path.join(d, n))
-                    except OSError:
-                        continue
-                    h.update(f"{os.path.relpath(os.path.join(d, n), package)}:{st.st_size}:{st.st_mtime_ns};".encode())
+            sources += [Path(d) / n for n in sorted(files) if n.endswith(".py")]
+    for f in sources:
+        try:
+            st = os.stat(f)
+        except OSError:
+            continue
+        h.update(f"{os.path.relpath(f, package)}:{st.st_size}:{st.st_mtime_ns};".encode())
     return h.hexdigest()
 
 
