@@ -208,7 +208,7 @@ def print_commands(path: Path, res: dict[str, list[tuple[float, float]]]) -> Non
 PHASES = """
 import sys, time; t_python = time.perf_counter()
 from mindspeed_profiler.commands import analyse as cmd
-cmd._load_numpy()
+cmd._load_numpy(); import numpy; numpy.ndarray   # (deferred by the command to its first use: loaded here, as a cold run does)
 import mindspeed_profiler.analysis.pipeline.batch, mindspeed_profiler.analysis.results.console as console
 from mindspeed_profiler.analysis.inputs import kineto
 from mindspeed_profiler.analysis.pipeline import forked
@@ -234,7 +234,9 @@ cmd.exit_now(code)   # as python -m mindspeed_profiler.analyse ends
 
 
 def phases(path: Path) -> list[tuple[str, float]]:
-    """[(phase, seconds since the process was started)] of one run of the command."""
+    """[(phase, seconds since the process was started)] of one cold run of the command (its
+    analysis cache removed first)."""
+    forget_cache(path)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     t = time.perf_counter()
     p = subprocess.run([sys.executable, "-c", PHASES, str(path.parent)], env=env, capture_output=True, text=True, timeout=600)
