@@ -136,6 +136,12 @@ class HeldSession:
         error = None
         try:
             with timed(phases, "stop"):
+                if not self.started:   # created, never recorded: Kineto needs a start before its stop
+                    self.prof.start_trace()
+                else:
+                    # collection back on before the stop: Kineto drops the device's (CUPTI's) records
+                    # of a session stopped with them off (measured on an H200: no kernel at all)
+                    self.prof.toggle_collection_dynamic(True, self.activities)
                 self.prof.stop_trace()
             if windows:
                 whole = windows[0].raw.with_name(f"held_session.{os.getpid()}.json")
