@@ -93,7 +93,7 @@ class HeldSession:
         self.activities = activities
         self.rss0 = rss0          # resident bytes when it began (the memory budget: runtime/captures.py)
         self.started = False
-        self.thread = threading.get_ident()
+        self.thread = threading.get_ident()   # torch stops a session only on the thread that started it
         self._range = None
         self.windows: list[HeldWindow] = []
         self.recorded = 0         # windows recorded in it, flushed or not
@@ -149,7 +149,15 @@ class HeldSession:
                     self.prof.export_chrome_trace(str(whole))
                 check_whole_json(whole)
         except Exception as exc:
-            error = f"torch's stop or write of the held session failed: {type(exc).__name__}: {exc}"
+            other = threading.get_ident() != self.thread
+            error = (f"torch's stop or write of the held session failed: {type(exc).__name__}: {exc}"
+                     + (" (it was stopped from another thread than the one that started it)" if other else ""))
+            if whole is not None:   # a half-written session trace must not keep a full disk full
+                try:
+                    whole.unlink()
+                except OSError:
+                    pass
+                whole = None
         self.prof = None
         if not windows:
             return phases
