@@ -143,8 +143,15 @@ class AnalysisCache:
             return None
 
     def keep_discovery(self, root: Path, files: Listing, run: str | None, caps: list[Capture]) -> None:
+        """Keep what discovery found, when JSON gives it back unchanged."""
+        found = [c.to_dict() for c in caps]
+        try:
+            if orjson.loads(orjson.dumps(found)) != found:
+                return
+        except (TypeError, ValueError):
+            return
         self._write(self.dir / "discovery.json", {"root": str(root), "run": run, "listing": _digest(files),
-                                                  "captures": [c.to_dict() for c in caps]})
+                                                  "captures": found})
 
     # ------------------------------------------------------------------- captures
     def split(self, root: Path, caps: list[Capture], files: Listing) -> tuple[dict[int, dict], list[int]]:
