@@ -6,7 +6,9 @@ Finds, at any depth: torch captures (*_pt/ and Kineto *.json[.gz]), Ascend captu
 with ASCEND_PROFILER_OUTPUT text files or ascend_pytorch_profiler_*.db; raw ones are parsed with
 torch_npu when it works here), timelines (timeline.json[.gz] or *.seg.jsonl) and msprof-analyze's
 cluster_step_trace_time.csv. Writes DIR/analysis/summary.json, report.html (and analysis.db with
---export-type db). No device and no torch_npu are needed for parsed data.
+--export-type db). No device and no torch_npu are needed for parsed data. Run again, it analyses
+only new or changed captures and takes the others from DIR/analysis/.analysis_cache (the same
+outputs; --no-cache: every capture analysed, nothing kept).
 
 With --ray [--address ADDR]: on every node of a Ray cluster, each capture on the node whose disk
 holds it (DIR as each node sees it); only the per-capture summaries come back (docs/analysis.md).
