@@ -260,3 +260,28 @@ def test_the_cached_page_is_the_rendered_one(tmp_path):
     summary["warnings"] = ["new"]   # another summary: rendered again
     report_cache.write_report(tmp_path / "r.html", summary, cache, identity="x")
     assert (tmp_path / "r.html").read_text() == render(summary, tmp_path)
+
+
+def test_a_real_torch_capture_with_memory_records(tmp_path):
+    """A torch.profiler capture of a real training loop with profile_memory (the memory block: its
+    [memory] records), written here: cold and warm outputs equal."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(32, 64), torch.randn(32, 8)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True) as prof:
+        for _ in range(3):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+    prof.export_chrome_trace(str(tmp_path / "rank0.pt.trace.json"))
+    cold = _command(tmp_path, "-j", "1")
+    assert cold.returncode == 0, cold.stderr
+    summary = orjson.loads((tmp_path / formats.ANALYSIS_DIR / formats.SUMMARY_FILE).read_bytes())
+    assert summary["captures"][0].get("memory_records")   # the block the cache must give back
+    first = _outputs(tmp_path)
+    warm = _command(tmp_path, "-j", "1")
+    assert b"1 of 1 captures from the analysis cache" in warm.stderr
+    assert _outputs(tmp_path) == first and warm.stdout == cold.stdout
