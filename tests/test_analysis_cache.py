@@ -285,3 +285,22 @@ def test_a_real_torch_capture_with_memory_records(tmp_path):
     warm = _command(tmp_path, "-j", "1")
     assert b"1 of 1 captures from the analysis cache" in warm.stderr
     assert _outputs(tmp_path) == first and warm.stdout == cold.stdout
+
+
+# -- numpy deferred to its first use (commands/analyse.py) -----------------------------------------
+DEFERRED = ("import os, sys; from mindspeed_profiler.commands import analyse as a; a._load_numpy(); import numpy as np; "
+            "before = 'numpy._core' in sys.modules; x = np.zeros(3); import numpy.linalg; "
+            "threads = open('/proc/self/status').read().split('Threads:')[1].split()[0]; "
+            "print(before, 'numpy._core' in sys.modules, np.ndarray is type(x), sys.modules['numpy'].ndarray is np.ndarray, "
+            "threads, os.environ.get('OPENBLAS_NUM_THREADS'))")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2,
+                    reason="threads counted in /proc; one core gives one thread either way")
+def test_numpy_is_loaded_at_its_first_use_with_one_openblas_thread():
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", DEFERRED], env=env, capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["False", "True", "True", "True", "1", "None"]
+    env["OPENBLAS_NUM_THREADS"] = "2"   # the user's setting: numpy imported as usual (not deferred), with it
+    out = subprocess.run([sys.executable, "-c", DEFERRED], env=env, capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["True", "True", "True", "True", "2", "2"]
