@@ -140,6 +140,10 @@ class Backend(ABC):
     @abstractmethod
     def open(self, spec: CaptureSpec) -> CaptureHandle: ...
 
+    def warm(self) -> None:
+        """Load now, at the profiler's start, what this backend's first capture would otherwise load
+        inside the step that opens it. Must not raise."""
+
     def options(self, cfg: CaptureSettings) -> dict[str, Any]:
         """The backend options a config turns into (for the metadata)."""
         return {}

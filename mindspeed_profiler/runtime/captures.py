@@ -184,6 +184,15 @@ class Captures:
                           self.cfg.backend, self.who.role, self.who.rank, type(exc).__name__, exc)
         return self.backend
 
+    def warm_backend(self) -> None:
+        """At the profiler's start, on a rank that captures: what the backend's first capture would
+        load inside its step, loaded now (Backend.warm)."""
+        if self.rank_selected and self.backend is not None:
+            try:
+                self.backend.warm()
+            except Exception:
+                pass
+
     def _parallel_selected(self) -> bool:
         wanted = self.cfg.profile_parallel_ranks
         if not wanted:

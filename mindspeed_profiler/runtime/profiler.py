@@ -293,6 +293,7 @@ class IntegratedProfiler:
     def _begin_captures(self, at: str) -> None:
         install_sigterm_handler(session.stop_all_on_sigterm, order=0)   # a SIGTERM exports the open capture first
         self.capturing.get_backend()
+        self.capturing.warm_backend()
         session.sync_state()
         if self.rank == 0:
             self._write_manifest_once()
