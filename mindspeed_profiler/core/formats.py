@@ -35,6 +35,9 @@ SYSTEM_DIR = "system"
 METRICS_DIR = "metrics"  # the metrics tracker's JSON lines (metrics.output_dir; metrics_file_name())
 METRICS_SUFFIX = ".jsonl"
 ANALYSIS_DIR = "analysis"
+# the analysis cache under the output directory: per-capture results a re-analysis reuses (a dot:
+# discovery never walks into it; analysis/pipeline/result_cache.py)
+ANALYSIS_CACHE_DIR = ".analysis_cache"
 RUN_FILE = "run.json"
 RUN_SCHEMA = 1
 # The largest rank (and step number) an input may name: a 32-bit count, what the analysis tables

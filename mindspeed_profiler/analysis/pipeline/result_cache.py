@@ -31,9 +31,9 @@ from mindspeed_profiler.core import fileio, formats
 from mindspeed_profiler.analysis.inputs.record import Capture
 from mindspeed_profiler.analysis.pipeline.discover import walk
 
-CACHE_DIR = ".analysis_cache"       # under the output directory (a dot: discovery never walks into it)
+CACHE_DIR = formats.ANALYSIS_CACHE_DIR   # under the output directory (a dot: discovery never walks into it)
 CACHE_SCHEMA = 1                    # bump when a per-capture result changes shape in a way the source stats miss
-NOT_FINAL = ("recording", "exporting")   # formats.CAPTURE_STATUSES still being written
+NOT_FINAL = ("recording", "exporting", "held")   # formats.CAPTURE_STATUSES still being written
 _PACKAGE = Path(__file__).resolve().parents[2]   # mindspeed_profiler/
 
 Listing = dict[str, tuple[int, int]]   # path relative to the root -> (size, mtime_ns)
