@@ -181,11 +181,10 @@ class TorchCapture(WindowedCapture):
     def _begin_recording(self) -> None:
         if self.held is not None:
             self.window = self.held.open_window(self.spec.worker_name)
-            self._recorded = True
-            return
-        self._prof.start_trace()
+        else:
+            self._prof.start_trace()
         self._recorded = True
-        if self._memory is not None:
+        if self._memory is not None:   # the allocator's history: per window in a held session too
             self._memory.start()
 
     def _open_step(self, iteration: int) -> None:
