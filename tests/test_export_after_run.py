@@ -196,3 +196,33 @@ def test_a_process_killed_before_the_end_of_its_run_leaves_held_captures_the_ana
     [cap] = summary["captures"]
     assert code != 0 and cap["status"] == "failed", cap
     assert "recorded but never written" in cap["error"] and "export_after_run" in cap["error"]
+
+
+def test_a_held_window_records_the_allocator_history_as_the_default_does(tmp_path, monkeypatch):
+    """The wiring, on the CPU: the CUDA allocator's history (memory_snapshot.ALLOCATOR) is started at
+    each held window's start and taken at its end, as outside a held session (on the H200 it was not
+    started in a held session once). torch.cuda's allocator cannot run here, so MemorySnapshot's
+    start / stop are observed, not replaced: they still run (and note that CUDA is absent)."""
+    from mindspeed_profiler.backends import memory_snapshot
+    from mindspeed_profiler.backends.base import CaptureSpec
+    from mindspeed_profiler.backends.torch import TorchCapture, profile_options
+
+    calls = []
+    for name in ("start", "stop"):
+        real = getattr(memory_snapshot.MemorySnapshot, name)
+        monkeypatch.setattr(memory_snapshot.MemorySnapshot, name,
+                            lambda self, *a, _n=name, _r=real: (calls.append(_n), _r(self, *a))[1])
+    cfg = load_config({"integrated": {"profile": True, "profile_level": "level1", "profile_with_memory": True,
+                                      "export_after_run": True}}).integrated
+    for held in (True, False):
+        opts = {**profile_options(cfg, cuda=False), "memory_snapshot": memory_snapshot.ALLOCATOR, "export_after_run": held}
+        spec = CaptureSpec(save_dir=str(tmp_path / str(held)), worker_name="actor_rank0_step1-1_h", trace_basename="actor_rank0",
+                           first=1, last=1, warmup=0, cfg=cfg)
+        cap = TorchCapture(spec, opts)
+        cap.start()
+        torch.mm(torch.randn(2, 2), torch.randn(2, 2))
+        cap.stop()
+        assert calls == ["start", "stop"], (held, calls)
+        calls.clear()
+    held_session.current().flush(lambda name, run: run())
+    held_session.set_current(None)
