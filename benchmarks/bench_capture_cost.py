@@ -300,8 +300,11 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     print(json.dumps({"rows": rows, "compression": comp, "writer": writer}), file=sys.stderr)
     if args.write:
+        from doc_section import write_region   # benchmarks/, this script's directory
+
         doc = REPO / "docs" / ("perf_capture.md" if args.device == "cpu" else f"perf_capture_{args.device}.md")
-        doc.write_text("# Capture cost (what a capture costs the training thread)\n\n" + text + "\n")
+        write_region(doc, f"bench_capture_cost.py --device {args.device}", text,
+                     f"## The latest `--write` run ({args.device})", "# Capture cost (what a capture costs the training thread)")
     return 0
 
 

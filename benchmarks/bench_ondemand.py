@@ -88,8 +88,6 @@ def main() -> int:
     off, on = best["dynamic: false"], best["dynamic: true, idle"]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     lines = [
-        "# On-demand capture: idle cost",
-        "",
         f"Measured by `python benchmarks/bench_ondemand.py --write` in one run ({platform.machine()}, Python "
         f"{platform.python_version()}, torch {torch.__version__}; load average {load}); {args.n:,} calls per round, "
         f"7 rounds, the two settings interleaved, best round each. `profile: false` in both: the job captures nothing "
@@ -112,8 +110,9 @@ def main() -> int:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.write:
-        DOC.write_text(text, encoding="utf-8")
-        print(f"wrote {DOC}")
+        from doc_section import write_region   # benchmarks/, this script's directory
+
+        write_region(DOC, "bench_ondemand.py", text, "## The latest `--write` run", "# On-demand capture: idle cost")
     return 0
 
 

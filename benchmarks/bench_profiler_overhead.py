@@ -178,8 +178,9 @@ def main(argv: list[str] | None = None) -> int:
 
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         doc = REPO / "docs" / "perf_profiler.md"
-        doc.write_text(
-            "# Profiler overhead (IntegratedProfiler)\n\n"
+        from doc_section import write_region   # benchmarks/, this script's directory
+
+        write_region(doc, "bench_profiler_overhead.py",
             f"Measured by `python benchmarks/bench_profiler_overhead.py --write` in one run ({env}; load average {load}); a {args.layers}-layer "
             f"MLP (many small ops, so the per-op cost of a profiler shows), width {args.width}, batch 64, AdamW; {args.steps} recorded steps after {args.warm} unrecorded ones, "
             f"{args.rounds} rounds with the mode order rotated, median step time per round, best round per mode. Backend: torch on CPU (the dev box has no GPU/NPU).\n\n"
@@ -196,8 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             "after its last step, on the training thread for torch (its post-processing is torch's own; the plain "
             "profiler pays the same), in a moment for the lightweight recorder. The box is shared (see the load "
             "figures): differences under ~5% are within run-to-run noise.\n",
-            encoding="utf-8",
-        )
+            "## The latest `--write` run", "# Profiler overhead (IntegratedProfiler)")
         print(f"wrote {doc}")
     return 0
 
