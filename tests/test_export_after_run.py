@@ -18,6 +18,7 @@ import torch
 
 from mindspeed_profiler import IntegratedProfiler, load_config
 from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
+from mindspeed_profiler.analysis.results.console import held_export_line
 from mindspeed_profiler.backends import held_session
 from mindspeed_profiler.core import formats
 
@@ -95,6 +96,12 @@ def test_each_window_holds_what_ran_inside_it_and_the_session_is_written_once_at
     # the analysis reads the cut captures as any others
     summary, code = analyse_directory(tmp_path, jobs=1, progress=False, html=False)
     assert code == 0 and [c["status"] for c in summary["captures"]] == ["ok"] * 4, summary["captures"]
+    # the terminal's highlights say what moved to the run's end (one session: counted once)
+    line = held_export_line(summary["captures"])
+    phases = metas[0]["export_phases"]
+    total = phases["session_stop"] + phases["session_write"] + phases["session_cut"]
+    assert line.startswith(f"profiler export at the run's end (export_after_run): {total:.2f} s for 4 captures")
+    assert held_export_line([{"meta": {"export_phases": {"stop": 1.0, "write": 0.5}}}]) is None
 
 
 def test_cut_windows_keeps_device_events_until_the_next_window_and_host_events_inside_it():

@@ -419,11 +419,31 @@ def _findings(con: Console, summary: dict) -> None:
         lines.append(f"profiler capture export: {_ms(tot)} ms in iteration{'s' if len(prof) > 1 else ''} "
                      f"{', '.join(str(it['iteration']) for it in prof[:8])}{' ...' if len(prof) > 8 else ''} "
                      "(the profiler's own cost, not training time)")
+    held = held_export_line(summary.get("captures") or [])
+    if held:
+        lines.append(held)
     if lines:
         con.print()
         con.print("[bold]Highlights[/bold]")
         for ln in lines:
             con.print(f"  - {ln}", highlight=False)
+
+
+def held_export_line(captures: list[dict]) -> str | None:
+    """Pure: the export that export_after_run moved to the run's end (torch's stop, write and the
+    cut of each held session, from the captures' export_phases), which no iteration shows."""
+    sessions, n = set(), 0
+    for c in captures:
+        ph = ((c.get("meta") or {}).get("export_phases") or {}) if isinstance(c.get("meta"), dict) else {}
+        if isinstance(ph, dict) and "session_stop" in ph:
+            n += 1
+            sessions.add(tuple(float(ph.get(k) or 0.0) for k in ("session_stop", "session_write", "session_cut")))
+    if not sessions:
+        return None
+    stop, write, cut = (sum(s[i] for s in sessions) for i in range(3))
+    return (f"profiler export at the run's end (export_after_run): {stop + write + cut:.2f} s for {n} capture"
+            f"{'s' if n > 1 else ''} (torch's stop {stop:.2f} s, write {write:.2f} s, cut {cut:.2f} s), paid at "
+            "stop(), after the last iteration")
 
 
 def _where(paths: list[str]) -> str:
