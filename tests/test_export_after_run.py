@@ -233,3 +233,30 @@ def test_a_held_window_records_the_allocator_history_as_the_default_does(tmp_pat
         calls.clear()
     held_session.current().flush(lambda name, run: run())
     held_session.set_current(None)
+
+
+def test_a_session_trace_that_cannot_be_cut_is_kept_whole_and_named(tmp_path):
+    """Real torch session, one window; its whole trace is damaged before the writer cuts it (the
+    test's `submit` does it): the window fails with a note naming where the whole trace was kept."""
+    from torch.profiler import ProfilerActivity, profile
+
+    prof = profile(activities=[ProfilerActivity.CPU])
+    prof.prepare_trace()
+    held = held_session.HeldSession(("k",), prof, [ProfilerActivity.CPU])
+    window = held.open_window("w")
+    torch.mm(torch.randn(2, 2), torch.randn(2, 2))
+    held.close_window()
+    done = []
+    raw = tmp_path / "actor_rank0.1.pt.trace.json"
+    held.hold(held_session.HeldWindow(window, raw, lambda files, note, phases: done.append((files, note)), lambda job: None))
+    whole = raw.with_name(f"held_session.{os.getpid()}.json")
+
+    def submit(name, run):
+        whole.write_bytes(whole.read_bytes()[:-10])   # cut off, as a full disk would leave it
+        run()
+    held.flush(submit)
+    [(files, note)] = done
+    assert files == [] and "could not be cut" in note and str(whole) in note
+    assert whole.is_file() and not raw.exists()
+    with pytest.raises(Exception):
+        held_session.cut_session(b'{"traceEvents": [{"ph": "X", "ts": NaN}]}')
