@@ -75,6 +75,10 @@ CAPTURES = RowModel(
         Field("n_bad_events", "count", "events without a usable time (left out)"),
         Field("n_warnings", "count", "len(warnings)", computed=True),
         Field("analyse_s", "s", "the capture's analysis time"),
+        *(Field(f"export_session_{k}_s", "s", f"export_after_run: the held session's {what} at the run's end (its "
+                f"metadata's export_phases.session_{k}; the same in every capture of one session)",
+                key=("meta", "export_phases", f"session_{k}"), aliases=(f"session_{k}",))
+          for k, what in (("stop", "stop (torch's)"), ("write", "JSON write (torch's)"), ("cut", "cut into captures"))),
     ))
 
 

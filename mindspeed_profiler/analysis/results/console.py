@@ -434,10 +434,10 @@ def held_export_line(captures: list[dict]) -> str | None:
     cut of each held session, from the captures' export_phases), which no iteration shows."""
     sessions, n = set(), 0
     for c in captures:
-        ph = ((c.get("meta") or {}).get("export_phases") or {}) if isinstance(c.get("meta"), dict) else {}
-        if isinstance(ph, dict) and "session_stop" in ph:
+        got = tuple(display.field(q.CAPTURES, c, f"export_session_{k}_s") for k in ("stop", "write", "cut"))
+        if isinstance(got[0], (int, float)):
             n += 1
-            sessions.add(tuple(float(ph.get(k) or 0.0) for k in ("session_stop", "session_write", "session_cut")))
+            sessions.add(tuple(float(v) if isinstance(v, (int, float)) else 0.0 for v in got))
     if not sessions:
         return None
     stop, write, cut = (sum(s[i] for s in sessions) for i in range(3))
