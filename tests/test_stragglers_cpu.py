@@ -37,6 +37,12 @@ with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
         prof.step()
 dist.barrier()
 dist.destroy_process_group()
+# the traces are written (on_trace_ready ran at the profile's exit): end without the interpreter's
+# teardown, where gloo's worker threads can still abort the process (SIGABRT, "terminate called
+# without an active exception"; seen once in CI under load; pytorch/pytorch#179291 describes the race)
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(0)
 '''
 
 
