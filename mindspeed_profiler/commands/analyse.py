@@ -148,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
 
     limits = Limits(timeout_s=args.capture_timeout, memory_mb=args.capture_memory_mb or default_limits().memory_mb)
     ray_options, setup_errors, where = {}, (), args.directory
+    use_cache = not args.no_cache and not args.ray   # the analysis cache (results and the page): not with --ray
     if args.ray:   # ray itself is imported by the analysis, only now
         from mindspeed_profiler.analysis.pipeline.ray_batch import RaySetupError, driver_dir
 
@@ -163,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
                                           top_n=args.top or 20, html=False, threshold=args.threshold,
                                           out_dir=args.output, run=args.run, limits=limits,
                                           peak_tflops=args.peak_tflops, idle_only=True,
-                                          cache=not args.no_cache and not args.ray, **ray_options)
+                                          cache=use_cache, **ray_options)
     except setup_errors as exc:   # () without --ray: catches nothing
         print(f"analyse --ray: {exc}", file=sys.stderr)
         return 2
@@ -188,8 +189,8 @@ def run(args: argparse.Namespace) -> int:
     # report.html: rendered by a forked child while this process prints the tables (issue 34; the
     # same page: analyse_directory would write it last, from the same summary)
     written = getattr(summary, "where", None) or out   # where analyse_directory wrote summary.json
-    cached = not args.no_cache and not args.ray   # the page too: from the analysis cache when the summary is the same
-    report = _start_report(summary, str(written), fork=args.jobs > 1, cache=cached) if not args.no_html else None
+    # the page too: from the analysis cache when the summary is the same
+    report = _start_report(summary, str(written), fork=args.jobs > 1, cache=use_cache) if not args.no_html else None
 
     def wait_report() -> None:   # its error, if any, is said below
         if report is not None:
@@ -222,10 +223,9 @@ def _start_report(summary: dict, out: str, fork: bool, cache: bool = False):
 
     def write() -> None:
         from mindspeed_profiler.analysis.pipeline import report_cache
-        from mindspeed_profiler.analysis.pipeline.result_cache import CACHE_DIR
 
         report_cache.write_report(os.path.join(out, formats.REPORT_FILE), summary,
-                                  os.path.join(out, CACHE_DIR) if cache else None)
+                                  os.path.join(out, formats.ANALYSIS_CACHE_DIR) if cache else None)
     return forked.start(write, fork=fork and forked.core_idle())
 
 

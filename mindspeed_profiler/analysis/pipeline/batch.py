@@ -139,12 +139,10 @@ def _spool_dir(root: Path, out_dir: str | Path | None) -> Path | None:
 
 def _cache_dir(root: Path, out_dir: str | Path | None) -> Path | None:
     """The analysis cache's directory: in the output directory (never in a capture)."""
-    from mindspeed_profiler.analysis.pipeline.result_cache import CACHE_DIR
-
     if out_dir:
-        return Path(out_dir) / CACHE_DIR
+        return Path(out_dir) / formats.ANALYSIS_CACHE_DIR
     base = root if root.is_dir() else root.parent
-    return base / formats.ANALYSIS_DIR / CACHE_DIR
+    return base / formats.ANALYSIS_DIR / formats.ANALYSIS_CACHE_DIR
 
 
 def _analyse(root: Path, opts: CollectOptions, collector: Collector | None, ray: bool, ray_address: str | None,
