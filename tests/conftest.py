@@ -48,7 +48,9 @@ def ray_cluster():
     """A local Ray cluster for the tests of one module: 2 CPUs (the test actors ask for fractions of
     one), no dashboard, worker logs not forwarded. Ray is imported here, not when conftest is collected."""
     ray = pytest.importorskip("ray")
+    from mindspeed_profiler.core.ray_local import prepare_local_cluster_env
 
+    prepare_local_cluster_env()
     try:
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
         yield

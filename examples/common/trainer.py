@@ -13,6 +13,7 @@ from examples.common import async_loop
 from mindspeed_profiler import load_config, start_run
 from mindspeed_profiler.config import ProfilerConfig
 from mindspeed_profiler.core.formats import RUN_ID_ENV
+from mindspeed_profiler.core.ray_local import prepare_local_cluster_env
 from mindspeed_profiler.tracing import init_tracer, merge_timeline, shutdown_tracer, trace_span
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -135,6 +136,7 @@ class RayCluster:
             # a cluster of our own, never one that happens to run on this machine (ray.init() would
             # join it, and refuse num_cpus)
             kwargs["address"] = "local"
+            prepare_local_cluster_env()   # Ray's metrics export off (core/ray_local.py says why)
             kwargs["num_cpus"] = self.num_cpus or max(2, os.cpu_count() or 2)
             kwargs["runtime_env"] = {"env_vars": dict(env_vars, PYTHONPATH=_pythonpath())}
         _init_ray(ray, kwargs, local=not address)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Callable
 
 from mindspeed_profiler.core import formats
+from mindspeed_profiler.core.ray_local import prepare_local_cluster_env
 
 from mindspeed_profiler.analysis.pipeline.collect import (
     UNPARSED,
@@ -159,6 +160,7 @@ def connect(address: str | None, log: Callable[[str], None]) -> bool:
             except ConnectionError:
                 log("analyse --ray: no Ray cluster found (no --address, RAY_ADDRESS unset, none started on this "
                     "machine): starting a local one, which sees this machine's disk only")
+                prepare_local_cluster_env()
                 ray.init(**kw)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
         raise RaySetupError(f"cannot connect to the Ray cluster {target or ''}: {type(exc).__name__}: {exc}") from exc
