@@ -12,7 +12,9 @@ skipped without it, a failure in CI where MSP_REQUIRE_CROSSCHECK=1):
 - HolisticTraceAnalysis 0.5.0's temporal breakdown (include_last_profiler_step=True, no ns
   rounding) on real Kineto traces of torch 1.9 to today's: our device window / busy / compute /
   idle equal HTA's kernel_time / kernel_time - idle / compute / idle; where HTA counts
-  `cuda_sync` events as device time (we do not), the difference is exactly those events.
+  `cuda_sync` events as device time (we do not), the difference is exactly those events;
+- a held session's cut (export_after_run): a real two-step GPU trace cut into one window per step,
+  each part read by HTA with the same breakdown as ours, its kernels exactly the raw rows' of its window.
 """
 from __future__ import annotations
 
@@ -211,3 +213,49 @@ def test_device_breakdown_equals_hta(name, hta, tmp_path):
     assert d["busy_us"] + (plain_union(dev + sync) - plain_union(dev)) == pytest.approx(h["kernel_time(us)"] - h["idle_time(us)"], abs=1e-3)
     lo, hi = min(s for s, _ in dev + sync), max(e for _, e in dev + sync)
     assert hi - lo == pytest.approx(h["kernel_time(us)"], abs=1e-3)
+
+
+# ---------------------------------------------------------------- a held session's cut (export_after_run)
+
+@pytest.mark.parametrize("name", ["nccl_rank0", "nccl_rank1"])
+def test_a_held_session_cut_into_windows_reads_in_hta_as_in_ours(name, tmp_path):
+    """A real GPU trace of two profiler steps given the window ranges a held session records (one
+    window per step, on the step's own thread), cut by held_session.cut_session as the writer cuts
+    a held session: each part is a trace HTA reads, its device breakdown equals ours on that part,
+    and its kernels are exactly the original's from the window's start to the next window's start."""
+    from mindspeed_profiler.backends.held_session import WINDOW_PREFIX, cut_session
+
+    path = KINETO[name][0]
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    trace = json.load(gzip.open(path))
+    steps = sorted((e for e in trace["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")),
+                   key=lambda e: e["ts"])
+    assert len(steps) == 2
+    windows = [{"ph": "X", "cat": "user_annotation", "name": f"{WINDOW_PREFIX}{n}:actor_update", "ts": s["ts"],
+                "dur": s["dur"], "pid": s["pid"], "tid": s["tid"], "args": {}} for n, s in enumerate(steps, 1)]
+    trace["traceEvents"] += windows
+    parts = cut_session(json.dumps(trace).encode())
+    assert sorted(parts) == ["1:actor_update", "2:actor_update"]
+    dirs = {}
+    for key, data in parts.items():
+        d = tmp_path / key.replace(":", "_")
+        d.mkdir()
+        (d / f"{name}.pt.trace.json").write_bytes(data)
+        dirs[key] = d
+    hta = run_hta(list(dirs.values()))
+    starts = [w["ts"] for w in windows] + [float("inf")]
+    kernel = ("kernel", "gpu_memcpy", "gpu_memset")
+    for k, (key, d) in enumerate(sorted(dirs.items())):
+        cut = json.loads((d / f"{name}.pt.trace.json").read_bytes())["traceEvents"]
+        assert not any(str(e.get("name", "")).startswith(WINDOW_PREFIX) for e in cut)
+        want = sorted(json.dumps(e, sort_keys=True) for e in trace["traceEvents"]
+                      if e.get("cat") in kernel and starts[k] <= e["ts"] < starts[k + 1])
+        assert want and sorted(json.dumps(e, sort_keys=True) for e in cut if e.get("cat") in kernel) == want
+        summary, _ = analyse_directory(d, jobs=1, progress=False, write=False)
+        (c,) = summary["captures"]
+        ours, theirs = c["device"], hta[str(d)][0]
+        assert c["status"] == "ok" and ours, c.get("warnings")
+        assert ours["window_us"] == pytest.approx(theirs["kernel_time(us)"], rel=1e-9, abs=1e-3)
+        assert ours["idle_us"] == pytest.approx(theirs["idle_time(us)"], rel=1e-9, abs=1e-3)
+        assert ours["compute_us"] == pytest.approx(theirs["compute_time(us)"], rel=1e-9, abs=1e-3)
