@@ -120,6 +120,35 @@ _NUMPY_LOCK = threading.RLock()
 
 def run(args: argparse.Namespace) -> int:
     _load_numpy()
+    from mindspeed_profiler.analysis.parsing import prefetch
+
+    try:
+        _start_prefetch(args)
+        return _run(args)
+    finally:
+        prefetch.release()
+
+
+def _start_prefetch(args: argparse.Namespace) -> None:
+    """A lone large gzip trace inflated by a thread while the analysis is imported (issue 34;
+    parsing/prefetch.py): with a second core and job, not with --ray, not when the analysis cache
+    already holds results for this directory (a re-analysis reads none of it)."""
+    from mindspeed_profiler.analysis.parsing import prefetch
+    from mindspeed_profiler.core import formats
+
+    if args.ray or args.jobs < 2 or (os.cpu_count() or 1) < 2:
+        return
+    where = args.directory
+    out = args.output or os.path.join(where if os.path.isdir(where) else os.path.dirname(where) or ".",
+                                      formats.ANALYSIS_DIR)
+    if not args.no_cache and os.path.isdir(os.path.join(out, formats.ANALYSIS_CACHE_DIR)):
+        return
+    trace = prefetch.single_trace(where)
+    if trace is not None:
+        prefetch.start(trace)
+
+
+def _run(args: argparse.Namespace) -> int:
     from mindspeed_profiler.analysis.pipeline.batch import EXIT_NOTHING_FOUND, RunNotFound, analyse_directory
 
     if args.jobs < 1:
@@ -180,6 +209,9 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:   # an output directory we cannot create or write
         print(f"analyse: cannot write the outputs: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
+    from mindspeed_profiler.analysis.parsing import prefetch
+
+    prefetch.release()   # (unused when the trace was not the one analysed here) before report.html's fork
     if code == EXIT_NOTHING_FOUND:
         print(f"analyse: nothing to analyse under {args.directory} (no *_pt / *_ascend_pt captures, Kineto JSON, "
               "timeline or cluster_step_trace_time.csv)", file=sys.stderr)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import re
-import zlib
 from pathlib import Path
 from typing import Callable, Iterator, Protocol
 
@@ -21,6 +20,9 @@ import orjson
 
 from mindspeed_profiler.core.fileio import open_regular
 from mindspeed_profiler.core.jsonsafe import loads_lenient
+
+from . import gzip_stream, prefetch
+from .gzip_stream import expanded_size  # noqa: F401  (importable from here as before)
 
 # Streaming is not only for memory: parsing ~256 KB batches and building columns from them while
 # the fresh dicts are still in the CPU cache is ~2x faster than one orjson.loads of the whole
@@ -31,7 +33,7 @@ CHUNK = 256 << 10
 _QUOTE, _BSLASH = ord('"'), ord("\\")
 _OPEN = (ord("{"), ord("["))
 _CLOSE = (ord("}"), ord("]"))
-_GZIP_MAGIC = b"\x1f\x8b"
+_GZIP_MAGIC = gzip_stream.GZIP_MAGIC
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
@@ -77,22 +79,6 @@ def loads(data: bytes, path: Path):
             raise TraceFormatError(f"invalid or truncated JSON: {exc2}") from None
 
 
-def expanded_size(path: Path) -> int:
-    """Bytes the trace holds once decompressed: gzip's ISIZE trailer (size mod 4 GiB) for .gz, so
-    that a 60 MB .gz holding 1 GB of JSON is streamed too; the file size otherwise."""
-    size = path.stat().st_size
-    try:
-        with open_regular(path) as f:
-            if f.read(2) != _GZIP_MAGIC or size < 18:
-                return size
-            f.seek(-4, 2)
-            isize = int.from_bytes(f.read(4), "little")
-    except OSError:   # UnsafeFile too: a FIFO is never opened
-        return size
-    # ISIZE wraps above 4 GiB: a value below the compressed size means "very large"
-    return isize if isize >= size else max(size * 20, 1 << 32)
-
-
 @contextlib.contextmanager
 def reading() -> Iterator[None]:
     """A file that cannot be read (I/O error, bad or truncated gzip) as a TraceFormatError."""
@@ -134,6 +120,10 @@ def chunks(path: Path, start: int = 0) -> Iterator[bytes]:
     """The file's (uncompressed) bytes in pieces of at most CHUNK, from offset `start` of the
     uncompressed bytes (a plain file seeks there; a gzip one is inflated and the bytes before it
     dropped)."""
+    inflated = prefetch.take(path)   # inflated already, while the command imported the analysis
+    if inflated is not None:
+        yield from prefetch.pieces_from(inflated, start, CHUNK)
+        return
     with open_regular(path) as f:
         if f.read(2) == _GZIP_MAGIC:
             f.seek(0)
@@ -158,35 +148,8 @@ RAW_READ = 64 << 10   # compressed bytes per read: ~CHUNK of JSON at a trace's u
 
 
 def _inflate(f) -> Iterator[bytes]:
-    """The uncompressed bytes of gzip file `f`, at most CHUNK at a time, by zlib directly: one C call
-    per piece, where gzip.GzipFile's Python reader costs about as much again as the inflate itself
-    (a 53.7 MB trace: its parse 0.54 -> 0.41 s). Multi-member files and zero padding after a member
-    are read as gzip reads them; a bad header or CRC raises gzip.BadGzipFile, a truncated file
-    EOFError, as gzip.GzipFile does."""
-    pending = b""   # compressed bytes read past the end of the previous member
-    while True:     # one gzip member per round
-        d = zlib.decompressobj(31)   # 31: a gzip header and trailer (CRC-32 and size checked)
-        while not d.eof:
-            data = d.unconsumed_tail or pending or f.read(RAW_READ)
-            pending = b""
-            if not data:   # (output zlib still holds is drained by the 8-byte trailer: never left here)
-                raise EOFError("Compressed file ended before the end-of-stream marker was reached")
-            try:
-                out = d.decompress(data, CHUNK)
-            except zlib.error as exc:
-                raise gzip.BadGzipFile(f"not a valid gzip stream: {exc}") from None
-            if out:
-                yield out
-        pending = d.unused_data.lstrip(b"\0")
-        while not pending:
-            more = f.read(RAW_READ)
-            if not more:
-                return
-            pending = more.lstrip(b"\0")
-        if len(pending) < 2:
-            pending += f.read(1)
-        if pending[:2] != _GZIP_MAGIC:
-            raise gzip.BadGzipFile(f"Not a gzipped file ({pending[:2]!r})")
+    """gzip_stream.inflate in CHUNK pieces, RAW_READ compressed bytes at a time (read when called)."""
+    return gzip_stream.inflate(f, CHUNK, RAW_READ)
 
 
 def _event_ends(buf: bytes) -> tuple[np.ndarray, int]:

@@ -9,7 +9,7 @@ import numpy as np
 
 from mindspeed_profiler.core import formats
 
-from . import jsonscan, split_parse, typed_events
+from . import jsonscan, prefetch, split_parse, typed_events
 from .events import Events
 from .memory_events import as_int
 
@@ -39,9 +39,12 @@ def read_kineto_trace(path: Path) -> KinetoTrace:
     """Parse a trace file; raises jsonscan.TraceFormatError (or OSError) when it is not one."""
     if path.stat().st_size == 0:
         raise jsonscan.TraceFormatError("empty file")
-    table, rest = split_parse.read_into(path)   # two processes where a core is free
-    if rest is None:
-        rest = jsonscan.load_trace(path, table.add_batch, decode=typed_events.BatchDecoder())
+    try:
+        table, rest = split_parse.read_into(path)   # two processes where a core is free
+        if rest is None:
+            rest = jsonscan.load_trace(path, table.add_batch, decode=typed_events.BatchDecoder())
+    finally:
+        prefetch.release(path)   # its bytes, when inflated ahead (parsing/prefetch.py), are parsed now
     ev = table.finish()
     base_ns = rest.get("baseTimeNanoseconds") if isinstance(rest, dict) else None
     memory = None

@@ -111,22 +111,19 @@ def _load_numpy_before_forks() -> None:
         pass
 
 
-BOMB_RATIO, BOMB_MIN_BYTES = 50, 32 << 20   # a .gz expanding 50x into more than 32 MB
-
-
 def _any_bomb(root: Path, caps: list[Capture]) -> bool:
-    """Whether a capture's file expands suspiciously (a decompression bomb): it is then parsed in a
-    worker whose memory is capped, never in this process."""
-    from mindspeed_profiler.analysis.parsing import jsonscan
+    """Whether a capture's file looks like a decompression bomb (gzip_stream.looks_like_bomb): it is
+    then parsed in a worker whose memory is capped, never in this process."""
+    from mindspeed_profiler.analysis.parsing import gzip_stream
 
     for c in caps:
         for f in c.files:
             try:
                 size = (root / f).stat().st_size
-                expanded = jsonscan.expanded_size(root / f)
+                expanded = gzip_stream.expanded_size(root / f)
             except OSError:
                 continue
-            if expanded > BOMB_MIN_BYTES and expanded > BOMB_RATIO * max(size, 1):
+            if gzip_stream.looks_like_bomb(size, expanded):
                 return True
     return False
 

@@ -28,8 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from mindspeed_profiler.core import formats
-from mindspeed_profiler.core.ray_local import prepare_local_cluster_env
+from mindspeed_profiler.core import formats, ray_local
 
 from mindspeed_profiler.analysis.pipeline.collect import (
     UNPARSED,
@@ -152,16 +151,15 @@ def connect(address: str | None, log: Callable[[str], None]) -> bool:
     kw: dict = {"log_to_driver": False, "logging_level": "WARNING"}
     target = address or os.environ.get("RAY_ADDRESS")
     try:
-        if target:
-            ray.init(address=target, **kw)
-        else:
-            try:
-                ray.init(address="auto", **kw)
-            except ConnectionError:
-                log("analyse --ray: no Ray cluster found (no --address, RAY_ADDRESS unset, none started on this "
-                    "machine): starting a local one, which sees this machine's disk only")
-                prepare_local_cluster_env()
-                ray.init(**kw)
+        try:
+            ray.init(address=target or "auto", **kw)
+        except ConnectionError:
+            if target:
+                raise
+            log("analyse --ray: no Ray cluster found (no --address, RAY_ADDRESS unset, none started on this "
+                "machine): starting a local one, which sees this machine's disk only")
+            ray_local.prepare_local_cluster_env()
+            ray.init(**kw)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
         raise RaySetupError(f"cannot connect to the Ray cluster {target or ''}: {type(exc).__name__}: {exc}") from exc
     return True

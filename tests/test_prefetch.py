@@ -1,0 +1,164 @@
+"""parsing/prefetch.py: the analyse command's lone large gzip trace inflated by a thread while the
+command imports the analysis, then served to jsonscan.chunks (this process and split_parse's
+helper) from memory: the same bytes as the streaming read, never a stale or partial file."""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import shutil
+import threading
+
+import pytest
+
+from conftest import SHARED_DATA
+from mindspeed_profiler.analysis.parsing import jsonscan, prefetch
+
+REAL = SHARED_DATA / "kineto" / "gpu_rank0.json.gz"
+
+
+@pytest.fixture
+def small(monkeypatch):
+    """Any size worth it, pieces of 1 KB (several pieces, a chunk crossing their edges)."""
+    monkeypatch.setattr(prefetch, "MIN_BYTES", 0)
+    monkeypatch.setattr(prefetch, "PIECE", 1 << 10)
+    yield
+    prefetch.release()
+
+
+def _members(tmp_path):
+    body = json.dumps({"traceEvents": [{"ph": "X", "name": f"op{i}", "ts": i, "dur": 1} for i in range(2000)]}).encode()
+    third = len(body) // 3
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(gzip.compress(body[:third]) + b"\0" * 9 + gzip.compress(body[third:2 * third]) + gzip.compress(body[2 * third:]))
+    return p, body
+
+
+def test_served_bytes_equal_the_streaming_read_from_any_offset(tmp_path, small, monkeypatch):
+    p, body = _members(tmp_path)
+    monkeypatch.setattr(jsonscan, "CHUNK", 700)   # chunks cross the 1 KB pieces' edges
+    want = {start: list(jsonscan.chunks(p, start)) for start in (0, 1, 699, 1024, len(body) // 2, len(body) - 1)}
+    assert prefetch.start(p)
+    for start, chunks in want.items():
+        got = list(jsonscan.chunks(p, start))
+        assert b"".join(got) == body[start:] == b"".join(chunks), start
+        assert max(map(len, got)) <= 700
+    assert prefetch.take(p) is not None
+    prefetch.release(tmp_path / "other.json.gz")   # another file's release leaves it
+    assert prefetch.take(p) is not None
+    prefetch.release(p)
+    assert prefetch.take(p) is None
+
+
+def test_a_file_changed_after_its_inflate_is_read_again(tmp_path, small):
+    p, body = _members(tmp_path)
+    assert prefetch.start(p)
+    assert prefetch.take(p) is not None
+    p.write_bytes(gzip.compress(body + b" "))
+    assert prefetch.take(p) is None
+    assert b"".join(jsonscan.chunks(p)) == body + b" "
+
+
+def test_what_is_not_inflated_ahead(tmp_path, small, monkeypatch):
+    p, body = _members(tmp_path)
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(body)
+    assert not prefetch.start(plain)                       # not gzip
+    assert not prefetch.start(tmp_path / "missing.json.gz")
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b" " * (40 << 20)))     # 40 MB of blanks in ~40 KB
+    assert not prefetch.start(bomb)                        # parsed in a capped worker, never here
+    monkeypatch.setattr(prefetch, "MIN_BYTES", len(body) + 1)
+    assert not prefetch.start(p)                           # too small to be worth a thread
+    assert prefetch.take(p) is None
+
+
+def test_a_trailer_that_understates_the_size_stops_the_inflate_at_max_bytes(tmp_path, small, monkeypatch):
+    p, body = _members(tmp_path)
+    monkeypatch.setattr(prefetch, "MAX_BYTES", len(body) // 2)
+    data = bytearray(p.read_bytes())
+    data[-4:] = (len(data) + 1).to_bytes(4, "little")      # the last member says it is smaller than the file
+    p.write_bytes(bytes(data))
+    assert prefetch.gzip_stream.expanded_size(p) == len(data) + 1 < prefetch.MAX_BYTES < len(body)
+    assert prefetch.start(p)
+    assert prefetch.take(p) is None                        # abandoned: the streaming read says why
+    with pytest.raises(jsonscan.TraceFormatError), jsonscan.reading():
+        b"".join(jsonscan.chunks(p))
+
+
+def test_a_corrupt_file_is_left_to_the_streaming_read_which_reports_it(tmp_path, small):
+    p, body = _members(tmp_path)
+    data = bytearray(p.read_bytes())
+    data[-6] ^= 0xFF                                       # the last member's CRC
+    p.write_bytes(bytes(data))
+    assert prefetch.start(p)
+    assert prefetch.take(p) is None
+    with pytest.raises(jsonscan.TraceFormatError, match="cannot read"), jsonscan.reading():
+        b"".join(jsonscan.chunks(p))
+
+
+def test_release_stops_an_inflate_under_way(tmp_path, small, monkeypatch):
+    p, _ = _members(tmp_path)
+    started, go = threading.Event(), threading.Event()
+    real = prefetch.gzip_stream.inflate
+
+    def slow(f, max_out, raw_read):
+        for piece in real(f, max_out, raw_read):
+            started.set()
+            go.wait(10)
+            yield piece
+    monkeypatch.setattr(prefetch.gzip_stream, "inflate", slow)
+    assert prefetch.start(p)
+    assert started.wait(10)
+    thread = prefetch._PENDING.thread
+    go.set()
+    prefetch.release()
+    assert not thread.is_alive() and prefetch.take(p) is None
+
+
+def test_single_trace_finds_a_lone_gzip_file_only(tmp_path):
+    (tmp_path / "run" / "a_pt").mkdir(parents=True)
+    (tmp_path / "run" / "a_pt" / "meta.json").write_text("{}")
+    assert prefetch.single_trace(str(tmp_path / "run")) is None
+    one = tmp_path / "run" / "a_pt" / "w.pt.trace.json.gz"
+    shutil.copy(REAL, one)
+    assert prefetch.single_trace(str(tmp_path / "run")) == one
+    assert prefetch.single_trace(str(one)) == one
+    (tmp_path / "run" / "b_pt").mkdir()
+    shutil.copy(REAL, tmp_path / "run" / "b_pt" / "w.pt.trace.json.gz")
+    assert prefetch.single_trace(str(tmp_path / "run")) is None   # several: a pool analyses them
+
+
+def test_the_command_with_the_trace_inflated_ahead_writes_what_it_writes_without(tmp_path, monkeypatch):
+    """The real command (-j 2, the lone trace parsed by two processes) on a real GPU trace, with the
+    prefetch on (any size) and off (-j 1): the same summary; the helper and this process were both
+    served from memory, and no thread is left."""
+    from mindspeed_profiler.analysis.parsing import split_parse
+    from mindspeed_profiler.commands import analyse as cmd
+
+    monkeypatch.setattr(prefetch, "MIN_BYTES", 0)
+    monkeypatch.setattr(split_parse, "MIN_BYTES", 0)   # (a small trace: split all the same)
+    served = []
+    real_take = prefetch.take
+    def take(path):
+        got = real_take(path)
+        served.append((path.name, got is not None))
+        return got
+    monkeypatch.setattr(prefetch, "take", take)
+    runs = {}
+    for name, jobs in (("ahead", "2"), ("plain", "1")):
+        d = tmp_path / name
+        d.mkdir()
+        shutil.copy(REAL, d / REAL.name)
+        assert cmd.main([str(d), "-q", "-j", jobs, "--no-html"]) == 0
+        s = json.loads((d / "analysis" / "summary.json").read_text())
+        for k in ("elapsed_s", "created", "jobs"):
+            s.pop(k, None)
+        (c,) = s["captures"]
+        c.pop("analyse_s", None)
+        runs[name] = (s, c["path"])
+    assert served[0] == (REAL.name, True)                    # the -j 2 run read it from memory
+    assert prefetch._PENDING is None and threading.active_count() == 1
+    same = {name: re.sub(r'"jobs": \d+', "", json.dumps(s, sort_keys=True).replace(name, "X"))
+            for name, (s, _) in runs.items()}
+    assert same["ahead"] == same["plain"]
