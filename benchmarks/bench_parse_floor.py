@@ -162,7 +162,9 @@ def run_command(argv: list[str], env: dict | None, timeout: float = 3600, expect
     what else the box runs. `expect`: what its stderr must say."""
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    p = subprocess.run(argv, env=env, capture_output=True, timeout=timeout)
+    # run outside the repository: `python -m` puts the working directory first on sys.path, so that
+    # from the repository root --before-path's PYTHONPATH would lose to the checkout's own code
+    p = subprocess.run(argv, env=env, capture_output=True, timeout=timeout, cwd=tempfile.gettempdir())
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:

@@ -1,13 +1,15 @@
-"""parsing/prefetch.py: the analyse command's lone large gzip trace inflated by a thread while the
-command imports the analysis, then served to jsonscan.chunks (this process and split_parse's
+"""parsing/prefetch.py: the analyse command's lone large gzip trace inflated by a child process while
+the command imports the analysis, then served to jsonscan.chunks (this process and split_parse's
 helper) from memory: the same bytes as the streaming read, never a stale or partial file."""
 from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import shutil
 import threading
+import time
 
 import pytest
 
@@ -26,17 +28,17 @@ def small(monkeypatch):
     prefetch.release()
 
 
-def _members(tmp_path):
+def _trace(tmp_path, members: int = 1):
     body = json.dumps({"traceEvents": [{"ph": "X", "name": f"op{i}", "ts": i, "dur": 1} for i in range(2000)]}).encode()
-    third = len(body) // 3
+    cut = [len(body) * k // members for k in range(members + 1)]
     p = tmp_path / "t.json.gz"
-    p.write_bytes(gzip.compress(body[:third]) + b"\0" * 9 + gzip.compress(body[third:2 * third]) + gzip.compress(body[2 * third:]))
+    p.write_bytes(b"".join(gzip.compress(body[a:b]) for a, b in zip(cut, cut[1:])))
     return p, body
 
 
 def test_served_bytes_equal_the_streaming_read_from_any_offset(tmp_path, small, monkeypatch):
-    p, body = _members(tmp_path)
-    monkeypatch.setattr(jsonscan, "CHUNK", 700)   # chunks cross the 1 KB pieces' edges
+    p, body = _trace(tmp_path)
+    monkeypatch.setattr(jsonscan, "CHUNK", 700)
     want = {start: list(jsonscan.chunks(p, start)) for start in (0, 1, 699, 1024, len(body) // 2, len(body) - 1)}
     assert prefetch.start(p)
     for start, chunks in want.items():
@@ -50,8 +52,16 @@ def test_served_bytes_equal_the_streaming_read_from_any_offset(tmp_path, small, 
     assert prefetch.take(p) is None
 
 
+def test_a_multi_member_file_is_left_to_the_streaming_read(tmp_path, small):
+    """Its trailer gives the last member's size only: the child stops there and says so."""
+    p, body = _trace(tmp_path, members=3)
+    assert prefetch.start(p)
+    assert prefetch.take(p) is None
+    assert b"".join(jsonscan.chunks(p)) == body
+
+
 def test_a_file_changed_after_its_inflate_is_read_again(tmp_path, small):
-    p, body = _members(tmp_path)
+    p, body = _trace(tmp_path)
     assert prefetch.start(p)
     assert prefetch.take(p) is not None
     p.write_bytes(gzip.compress(body + b" "))
@@ -60,7 +70,7 @@ def test_a_file_changed_after_its_inflate_is_read_again(tmp_path, small):
 
 
 def test_what_is_not_inflated_ahead(tmp_path, small, monkeypatch):
-    p, body = _members(tmp_path)
+    p, body = _trace(tmp_path)
     plain = tmp_path / "plain.json"
     plain.write_bytes(body)
     assert not prefetch.start(plain)                       # not gzip
@@ -69,17 +79,16 @@ def test_what_is_not_inflated_ahead(tmp_path, small, monkeypatch):
     bomb.write_bytes(gzip.compress(b" " * (40 << 20)))     # 40 MB of blanks in ~40 KB
     assert not prefetch.start(bomb)                        # parsed in a capped worker, never here
     monkeypatch.setattr(prefetch, "MIN_BYTES", len(body) + 1)
-    assert not prefetch.start(p)                           # too small to be worth a thread
+    assert not prefetch.start(p)                           # too small to be worth a process
     assert prefetch.take(p) is None
 
 
-def test_a_trailer_that_understates_the_size_stops_the_inflate_at_max_bytes(tmp_path, small, monkeypatch):
-    p, body = _members(tmp_path)
-    monkeypatch.setattr(prefetch, "MAX_BYTES", len(body) // 2)
+def test_a_trailer_that_understates_the_size_stops_the_inflate_there(tmp_path, small):
+    p, body = _trace(tmp_path)
     data = bytearray(p.read_bytes())
     data[-4:] = (len(data) + 1).to_bytes(4, "little")      # the last member says it is smaller than the file
     p.write_bytes(bytes(data))
-    assert prefetch.gzip_stream.expanded_size(p) == len(data) + 1 < prefetch.MAX_BYTES < len(body)
+    assert prefetch.gzip_stream.expanded_size(p) == len(data) + 1 < len(body)
     assert prefetch.start(p)
     assert prefetch.take(p) is None                        # abandoned: the streaming read says why
     with pytest.raises(jsonscan.TraceFormatError), jsonscan.reading():
@@ -87,7 +96,7 @@ def test_a_trailer_that_understates_the_size_stops_the_inflate_at_max_bytes(tmp_
 
 
 def test_a_corrupt_file_is_left_to_the_streaming_read_which_reports_it(tmp_path, small):
-    p, body = _members(tmp_path)
+    p, body = _trace(tmp_path)
     data = bytearray(p.read_bytes())
     data[-6] ^= 0xFF                                       # the last member's CRC
     p.write_bytes(bytes(data))
@@ -97,23 +106,22 @@ def test_a_corrupt_file_is_left_to_the_streaming_read_which_reports_it(tmp_path,
         b"".join(jsonscan.chunks(p))
 
 
-def test_release_stops_an_inflate_under_way(tmp_path, small, monkeypatch):
-    p, _ = _members(tmp_path)
-    started, go = threading.Event(), threading.Event()
+def test_release_kills_a_child_still_inflating(tmp_path, small, monkeypatch):
+    p, _ = _trace(tmp_path)
     real = prefetch.gzip_stream.inflate
 
-    def slow(f, max_out, raw_read):
+    def slow(f, max_out, raw_read):   # (patched here, so in the forked child too)
         for piece in real(f, max_out, raw_read):
-            started.set()
-            go.wait(10)
+            time.sleep(60)
             yield piece
     monkeypatch.setattr(prefetch.gzip_stream, "inflate", slow)
     assert prefetch.start(p)
-    assert started.wait(10)
-    thread = prefetch._PENDING.thread
-    go.set()
+    pid = prefetch._PENDING.pid
+    t = time.monotonic()
     prefetch.release()
-    assert not thread.is_alive() and prefetch.take(p) is None
+    assert time.monotonic() - t < 10 and prefetch.take(p) is None
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)   # reaped
 
 
 def test_single_trace_finds_a_lone_gzip_file_only(tmp_path):
@@ -132,7 +140,7 @@ def test_single_trace_finds_a_lone_gzip_file_only(tmp_path):
 def test_the_command_with_the_trace_inflated_ahead_writes_what_it_writes_without(tmp_path, monkeypatch):
     """The real command (-j 2, the lone trace parsed by two processes) on a real GPU trace, with the
     prefetch on (any size) and off (-j 1): the same summary; the helper and this process were both
-    served from memory, and no thread is left."""
+    served from memory, and nothing is left pending."""
     from mindspeed_profiler.analysis.parsing import split_parse
     from mindspeed_profiler.commands import analyse as cmd
 
@@ -159,6 +167,7 @@ def test_the_command_with_the_trace_inflated_ahead_writes_what_it_writes_without
         runs[name] = (s, c["path"])
     assert served[0] == (REAL.name, True)                    # the -j 2 run read it from memory
     assert prefetch._PENDING is None and threading.active_count() == 1
+
     same = {name: re.sub(r'"jobs": \d+', "", json.dumps(s, sort_keys=True).replace(name, "X"))
             for name, (s, _) in runs.items()}
     assert same["ahead"] == same["plain"]
