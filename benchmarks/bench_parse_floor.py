@@ -179,6 +179,10 @@ def whole_commands(path: Path, rounds: int, before: str | None, hta: bool,
     """Each command once per round, in turn (interleaved: the box's load falls on all alike); every
     command but the warm one runs without the analysis cache (removed before it)."""
     cmds = commands(path, before, hta, j1)
+    # every tree's .pyc files written first (compileall writes them even under PYTHONDONTWRITEBYTECODE,
+    # which a box may set: then a tree without them, or a module edited since, compiles at every start)
+    for tree in [Path(__file__).resolve().parents[1] / "mindspeed_profiler"] + ([Path(before)] if before else []):
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree)], capture_output=True, timeout=600)
     res: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
     for argv, env in cmds.values():   # a first run of each, not counted: page cache, .pyc files
         run_command(argv, env)
