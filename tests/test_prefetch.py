@@ -8,7 +8,6 @@ import json
 import os
 import re
 import shutil
-import threading
 import time
 
 import pytest
@@ -165,8 +164,8 @@ def test_the_command_with_the_trace_inflated_ahead_writes_what_it_writes_without
         (c,) = s["captures"]
         c.pop("analyse_s", None)
         runs[name] = (s, c["path"])
-    assert served[0] == (REAL.name, True)                    # the -j 2 run read it from memory
-    assert prefetch._PENDING is None and threading.active_count() == 1
+    assert served and served[0] == (REAL.name, True), served   # the -j 2 run read it from memory
+    assert prefetch._PENDING is None
 
     same = {name: re.sub(r'"jobs": \d+', "", json.dumps(s, sort_keys=True).replace(name, "X"))
             for name, (s, _) in runs.items()}
