@@ -104,6 +104,34 @@ def test_each_window_holds_what_ran_inside_it_and_the_session_is_written_once_at
     assert held_export_line([{"meta": {"export_phases": {"stop": 1.0, "write": 0.5}}}]) is None
 
 
+def test_the_flush_at_stop_is_a_profiler_export_span_on_the_timeline(tmp_path):
+    """With the tracer on, the held session's stop and write at `stop()` are a profiler_export span
+    (args held_session, why) after the last iteration, as a window's own export is one."""
+    from mindspeed_profiler import tracing
+    from mindspeed_profiler.analysis.timeline import merge
+
+    cfg = load_config({"integrated": {"profile": True, "profile_save_path": str(tmp_path / "prof"),
+                                      "profile_step_start": 2, "profile_step_end": 3,
+                                      "stage": ["actor_update"], "export_after_run": True},
+                       "tracer": {"enable": True, "output_dir": str(tmp_path / "timeline")}})
+    tracing.init_tracer(cfg, role="actor", rank=0)
+    try:
+        prof = IntegratedProfiler(cfg, role="actor", rank=0, world_size=1)
+        prof.start()
+        for i in range(1, 5):
+            _iteration(prof, i)
+            prof.step()
+        prof.stop()
+    finally:
+        tracing.shutdown_tracer()
+    events = [e for e in merge.build_timeline(str(tmp_path / "timeline"))["traceEvents"] if e.get("ph") == "X"]
+    (flush,) = [e for e in events if e["name"] == formats.SPAN_PROFILER_EXPORT and e["args"].get("held_session")]
+    assert flush["cat"] == formats.CAT_PROFILER and flush["args"]["why"] == "the profiler stopped"
+    last = max(e["ts"] + e["dur"] for e in events if e.get("cat") == "iteration")
+    assert flush["ts"] >= last - 1 and flush["dur"] > 0
+    assert [_meta_on_disk(m)["status"] for m in prof.captures] == ["ok"]   # (steps 2-3: one capture)
+
+
 def test_cut_windows_keeps_device_events_until_the_next_window_and_host_events_inside_it():
     trace = {"schemaVersion": 1, "traceEvents": [
         {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "host"}},

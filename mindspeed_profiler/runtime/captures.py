@@ -296,7 +296,7 @@ class Captures:
         if why is not None:
             self.warn(("held-flush", why[:12]), "profiler on %s rank %d: the held session (export_after_run) is "
                       "stopped and written now, inside this step: %s", self.who.role, self.who.rank, why)
-            session.flush_held(why)
+            session.flush_held(why, self.spans)
 
     def _write_recording_meta(self, cap: Capture) -> None:
         """The metadata, status "recording", as soon as the capture directory exists: a worker

@@ -266,7 +266,7 @@ class IntegratedProfiler:
         if self.request_id is None and session.EXPORTING:
             # the end of this profiler's run: its exports and its on-demand children's, within bounds
             # (a child stopped mid-run never waits: training goes on while its capture is written)
-            session.wait_exports("the profiler stopped")
+            session.wait_exports("the profiler stopped", spans=self.spans)
         session.RUNNING.discard(self)
         self._iteration = None
         if self.enabled:

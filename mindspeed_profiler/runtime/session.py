@@ -14,10 +14,12 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from mindspeed_profiler.core import formats
 from mindspeed_profiler.core.state import STATE
 
 if TYPE_CHECKING:  # the profiler imports this module: its Protocol, not its class
     from mindspeed_profiler.runtime.protocols import Profiler
+    from mindspeed_profiler.runtime.spans import Spans
 
 # Started, not yet stopped profilers of this process (enabled or tracer-only).
 RUNNING: "weakref.WeakSet[Profiler]" = weakref.WeakSet()
@@ -129,9 +131,11 @@ EXPORT_WAIT_CAP_S = float("inf")
 SIGTERM_EXPORT_WAIT_S = 20.0
 
 
-def flush_held(why: str) -> None:
+def flush_held(why: str, spans: Spans | None = None) -> None:
     """export_after_run: torch's stop and write of the process's held session now, on this thread;
-    its windows are cut and completed on the background writer (backends/held_session.py)."""
+    its windows are cut and completed on the background writer (backends/held_session.py). With
+    `spans` and the tracer on, that time is a profiler_export span on the timeline (args:
+    held_session, why), as a window's own export is."""
     # imported here: the markers' path imports this module and needs no backend (import time)
     from mindspeed_profiler.backends import held_session
     from mindspeed_profiler.runtime import export_writer
@@ -140,15 +144,22 @@ def flush_held(why: str) -> None:
     if held is None:
         return
     held_session.set_current(None)
-    held.flush(lambda name, run: export_writer.WRITER.submit(name, run)[0])
+    span = spans.enter(formats.SPAN_PROFILER_EXPORT, formats.CAT_PROFILER, {"held_session": True, "why": why}) \
+        if spans is not None and STATE.tracer is not None else None
+    try:
+        held.flush(lambda name, run: export_writer.WRITER.submit(name, run)[0])
+    finally:
+        if span is not None:
+            spans.exit(span)
 
 
-def wait_exports(why: str, timeout: float | None = None) -> None:
-    """Wait for every pending background export of this process (the held session flushed first):
-    each capture set at most its own export_wait_s (or `timeout`), never past EXPORT_WAIT_CAP_S in
-    all; what is not done by then is said by each set (its warning, its captures' metadata)."""
+def wait_exports(why: str, timeout: float | None = None, spans: Spans | None = None) -> None:
+    """Wait for every pending background export of this process (the held session flushed first,
+    shown by `spans`): each capture set at most its own export_wait_s (or `timeout`), never past
+    EXPORT_WAIT_CAP_S in all; what is not done by then is said by each set (its warning, its
+    captures' metadata)."""
     with contextlib.suppress(Exception):
-        flush_held(why)
+        flush_held(why, spans)
     deadline = time.monotonic() + EXPORT_WAIT_CAP_S if EXPORT_WAIT_CAP_S != float("inf") else None
     for captures in list(EXPORTING):
         bound = captures.wait_s if timeout is None else timeout
