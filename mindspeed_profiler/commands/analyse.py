@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _start_prefetch(args: argparse.Namespace) -> None:
-    """A lone large gzip trace inflated by a thread while the analysis is imported (issue 34;
+    """A lone large gzip trace inflated by a child process while the analysis is imported (issue 34;
     parsing/prefetch.py): with a second core and job, not with --ray, not when the analysis cache
     already holds results for this directory (a re-analysis reads none of it)."""
     from mindspeed_profiler.analysis.parsing import prefetch
@@ -161,14 +161,19 @@ def _start_prefetch(args: argparse.Namespace) -> None:
 
     if args.ray or args.jobs < 2 or (os.cpu_count() or 1) < 2:
         return
-    where = args.directory
-    out = args.output or os.path.join(where if os.path.isdir(where) else os.path.dirname(where) or ".",
-                                      formats.ANALYSIS_DIR)
+    out = _out_dir(args.output, args.directory, os.path.isdir(args.directory))
     if not args.no_cache and os.path.isdir(os.path.join(out, formats.ANALYSIS_CACHE_DIR)):
         return
-    trace = prefetch.single_trace(where)
+    trace = prefetch.single_trace(args.directory)
     if trace is not None:
         prefetch.start(trace)
+
+
+def _out_dir(output: str | None, where: str, as_dir: bool) -> str:
+    """Where the outputs go: -o, else `analysis` in DIR (beside it when DIR is a file)."""
+    from mindspeed_profiler.core import formats
+
+    return output or os.path.join(where if as_dir else os.path.dirname(where) or ".", formats.ANALYSIS_DIR)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -240,7 +245,7 @@ def _run(args: argparse.Namespace) -> int:
               "timeline or cluster_step_trace_time.csv)", file=sys.stderr)
         return code
     as_dir = os.path.isdir(where) or (args.ray and not os.path.isfile(where))   # --ray: DIR may not be here
-    out = args.output or os.path.join(where if as_dir else os.path.dirname(where) or ".", "analysis")
+    out = _out_dir(args.output, where, as_dir)
     # report.html: rendered by a forked child while this process prints the tables (issue 34; the
     # same page: analyse_directory would write it last, from the same summary)
     written = getattr(summary, "where", None) or out   # where analyse_directory wrote summary.json
