@@ -12,10 +12,11 @@ import time
 
 import pytest
 
-from conftest import SHARED_DATA
+from conftest import REPO_ROOT
 from mindspeed_profiler.analysis.parsing import jsonscan, prefetch
 
-REAL = SHARED_DATA / "kineto" / "gpu_rank0.json.gz"
+# a real GPU Kineto trace kept in this repository (from HTA's tests/data, MIT: tests/data/README.md)
+REAL = REPO_ROOT / "tests" / "data" / "hta" / "trace_diff" / "control" / "control.json.gz"
 
 
 @pytest.fixture
