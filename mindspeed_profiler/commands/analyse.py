@@ -26,6 +26,9 @@ import sys
 import threading
 import types
 
+from mindspeed_profiler.analysis.parsing import prefetch   # (standard library only: no numpy)
+from mindspeed_profiler.core import formats
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", help="profile_save_path (or any directory / trace file) to analyse")
@@ -143,8 +146,6 @@ def _keep_freed_memory() -> None:
 def run(args: argparse.Namespace) -> int:
     _keep_freed_memory()
     _load_numpy()
-    from mindspeed_profiler.analysis.parsing import prefetch
-
     try:
         _start_prefetch(args)
         return _run(args)
@@ -156,24 +157,14 @@ def _start_prefetch(args: argparse.Namespace) -> None:
     """A lone large gzip trace inflated by a child process while the analysis is imported (issue 34;
     parsing/prefetch.py): with a second core and job, not with --ray, not when the analysis cache
     already holds results for this directory (a re-analysis reads none of it)."""
-    from mindspeed_profiler.analysis.parsing import prefetch
-    from mindspeed_profiler.core import formats
-
     if args.ray or args.jobs < 2 or (os.cpu_count() or 1) < 2:
         return
-    out = _out_dir(args.output, args.directory, os.path.isdir(args.directory))
+    out = formats.analysis_dir(args.directory, args.output)
     if not args.no_cache and os.path.isdir(os.path.join(out, formats.ANALYSIS_CACHE_DIR)):
         return
     trace = prefetch.single_trace(args.directory)
     if trace is not None:
         prefetch.start(trace)
-
-
-def _out_dir(output: str | None, where: str, as_dir: bool) -> str:
-    """Where the outputs go: -o, else `analysis` in DIR (beside it when DIR is a file)."""
-    from mindspeed_profiler.core import formats
-
-    return output or os.path.join(where if as_dir else os.path.dirname(where) or ".", formats.ANALYSIS_DIR)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -237,15 +228,13 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as exc:   # an output directory we cannot create or write
         print(f"analyse: cannot write the outputs: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    from mindspeed_profiler.analysis.parsing import prefetch
-
     prefetch.release()   # (unused when the trace was not the one analysed here) before report.html's fork
     if code == EXIT_NOTHING_FOUND:
         print(f"analyse: nothing to analyse under {args.directory} (no *_pt / *_ascend_pt captures, Kineto JSON, "
               "timeline or cluster_step_trace_time.csv)", file=sys.stderr)
         return code
     as_dir = os.path.isdir(where) or (args.ray and not os.path.isfile(where))   # --ray: DIR may not be here
-    out = _out_dir(args.output, where, as_dir)
+    out = formats.analysis_dir(where, args.output, is_dir=as_dir)
     # report.html: rendered by a forked child while this process prints the tables (issue 34; the
     # same page: analyse_directory would write it last, from the same summary)
     written = getattr(summary, "where", None) or out   # where analyse_directory wrote summary.json
@@ -279,7 +268,6 @@ def _start_report(summary: dict, out: str, fork: bool, cache: bool = False):
     """report.html written from `summary`: by a forked child when `fork`, else when waited for;
     with `cache`, the last page again when it was made from the same summary (report_cache.py)."""
     from mindspeed_profiler.analysis.pipeline import forked
-    from mindspeed_profiler.core import formats
 
     def write() -> None:
         from mindspeed_profiler.analysis.pipeline import report_cache

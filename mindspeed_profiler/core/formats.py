@@ -22,6 +22,7 @@ describes the same things in prose; tests/test_formats.py keeps the two in step.
 """
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -93,6 +94,18 @@ CAPTURE_DIR_RE = re.compile(
 CAPTURE_NAME_PREFIX_RE = re.compile(r"^(?P<role>.+?)_rank(?P<rank>\d+)_step(?P<first>\d+)-(?P<last>\d+)(?:_c\d+)?_")
 ROLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 HOST_UNSAFE_RE = re.compile(r"[^A-Za-z0-9.\-]")
+
+
+def analysis_dir(target: str | os.PathLike, out_dir: str | os.PathLike | None = None, is_dir: bool | None = None) -> str:
+    """Where the analysis of `target` (a run directory, or one trace file) writes its outputs:
+    `out_dir` (-o) when given, else ANALYSIS_DIR inside the directory, or beside the file. `is_dir`:
+    whether `target` is a directory, when it cannot be looked at here (--ray)."""
+    if out_dir:
+        return os.fspath(out_dir)
+    where = os.fspath(target)
+    if is_dir is None:
+        is_dir = os.path.isdir(where)
+    return os.path.join(where if is_dir else os.path.dirname(where) or ".", ANALYSIS_DIR)
 
 
 def host_token(host: str) -> str:

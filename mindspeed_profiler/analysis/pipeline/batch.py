@@ -137,12 +137,9 @@ def _spool_dir(root: Path, out_dir: str | Path | None) -> Path | None:
     return root.parent / formats.ANALYSIS_DIR if root.is_file() else None
 
 
-def _cache_dir(root: Path, out_dir: str | Path | None) -> Path | None:
+def _cache_dir(root: Path, out_dir: str | Path | None) -> Path:
     """The analysis cache's directory: in the output directory (never in a capture)."""
-    if out_dir:
-        return Path(out_dir) / formats.ANALYSIS_CACHE_DIR
-    base = root if root.is_dir() else root.parent
-    return base / formats.ANALYSIS_DIR / formats.ANALYSIS_CACHE_DIR
+    return Path(formats.analysis_dir(root, out_dir)) / formats.ANALYSIS_CACHE_DIR
 
 
 def _analyse(root: Path, opts: CollectOptions, collector: Collector | None, ray: bool, ray_address: str | None,
@@ -196,7 +193,7 @@ def _analyse(root: Path, opts: CollectOptions, collector: Collector | None, ray:
     summary = located(summary, None)
     if not captures:
         return summary, code
-    out = Path(out_dir) if out_dir else base / formats.ANALYSIS_DIR
+    out = Path(formats.analysis_dir(base, out_dir, is_dir=True))
     if write:
         out.mkdir(parents=True, exist_ok=True)
         if spool is not None:
