@@ -490,7 +490,7 @@ def _outputs(con: Console, summary: dict, out_dir: Path | None, html: bool, db: 
     """The files to open next and how: the last lines printed."""
     root = Path(field(SUMMARY, summary, "root") or ".")
     base = root if root.is_dir() else root.parent
-    out = (Path(out_dir) if out_dir else base / formats.ANALYSIS_DIR).absolute()
+    out = Path(formats.analysis_dir(base, out_dir, is_dir=True)).absolute()
     db = field(SUMMARY, summary, "options_export_type") == "db" if db is None else db
     lines = []
     report = out / formats.REPORT_FILE
