@@ -1,11 +1,10 @@
-"""The table of an asynchronous run (docs/async.md), in the terminal (print_async) and report.html
-(results/report/sections.py): per trainer (tracker file with `async/*` keys) the steady
-iterations' means of who waited for whom, the weight sync in its phases and the staleness of the
-samples trained; read through ASYNC_ITERATIONS."""
+"""The table of an asynchronous run (docs/async.md), its rows and headers, for the terminal
+(results/console.py) and report.html (results/report/sections.py): per trainer (tracker file with
+`async/*` keys) the steady iterations' means of who waited for whom, the weight sync in its phases
+and the staleness of the samples trained; read through ASYNC_ITERATIONS. No rich here: the process
+that writes report.html never imports it (issue 34: 17 ms of the page's 35 ms of imports at the end
+of a cold `analyse`)."""
 from __future__ import annotations
-
-from rich.console import Console
-from rich.table import Table
 
 from mindspeed_profiler.core.formats import WEIGHT_SYNC_PHASES
 from mindspeed_profiler.analysis.analyzers.async_rl import ASYNC_ITERATIONS, steady
@@ -42,16 +41,3 @@ def table_rows(summary: dict) -> list[list[str]]:
                     _cell(max(maxima) if maxima else None, "g"),
                     str(sum(int(r.get("over_bound_samples") or 0) for r in rows))])
     return out
-
-
-def print_async(con: Console, summary: dict) -> None:
-    rows = table_rows(summary)
-    if not rows:
-        return
-    t = Table(title=TITLE, title_justify="left")
-    for name in HEADERS:
-        t.add_column(name, justify="left" if name == "tracker" else "right",
-                     no_wrap=name in ("tracker", "sync s gather/transfer/load"))
-    for row in rows:
-        t.add_row(*row)
-    con.print(t)

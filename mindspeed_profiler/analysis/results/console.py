@@ -28,7 +28,7 @@ from mindspeed_profiler.analysis.models import display
 from mindspeed_profiler.analysis.models import questions as q
 from mindspeed_profiler.analysis.models.display import capture_worker as _worker, field, pct as _pct
 from mindspeed_profiler.analysis.results.outputs import TotalsReader
-from mindspeed_profiler.analysis.results.async_table import print_async
+from mindspeed_profiler.analysis.results import async_table
 from mindspeed_profiler.analysis.models.summary_fields import CAPTURE_BLOCKS, SUMMARY, TIMELINE
 
 MAX_ROWS = 40            # rows of the captures and stage x worker tables before the rest is hidden
@@ -556,10 +556,24 @@ def print_summary(summary: dict, top_n: int = 10, console: Console | None = None
     _communication(con, summary)
     _timeline(con, summary)
     _rollout(con, summary)
-    print_async(con, summary)
+    _print_async(con, summary)
     _slow_ranks(con, summary)
     _findings(con, summary)
     _warnings(con, summary)
     if before_outputs is not None:
         before_outputs()
     _outputs(con, summary, Path(out_dir) if out_dir else None, html, db)
+
+
+def _print_async(con: Console, summary: dict) -> None:
+    """An asynchronous run's table (results/async_table.py); nothing without one."""
+    rows = async_table.table_rows(summary)
+    if not rows:
+        return
+    t = Table(title=async_table.TITLE, title_justify="left")
+    for name in async_table.HEADERS:
+        t.add_column(name, justify="left" if name == "tracker" else "right",
+                     no_wrap=name in ("tracker", "sync s gather/transfer/load"))
+    for row in rows:
+        t.add_row(*row)
+    con.print(t)
