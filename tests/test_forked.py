@@ -116,6 +116,31 @@ def test_memory_block_in_a_child_is_the_one_here(tmp_path, monkeypatch):
     assert got["memory_records"].pop("pid") == os.getpid() and got == want
 
 
+REAL = Path(__file__).resolve().parent / "data" / "hta" / "trace_diff" / "control" / "control.json.gz"   # HTA, MIT
+
+
+def test_op_rows_in_a_child_are_the_ones_here(monkeypatch):
+    """A trace without [memory] records, a core to spare: its op rows by a forked child, the same
+    summary (a real GPU trace, HTA's trace_diff control)."""
+    want, _ = kin.analyse_trace_file(REAL, mp.TOP_N, False)
+    pids = []
+    real = kin.op_rows
+
+    def spy(ct):
+        pids.append(os.getpid())
+        return real(ct)
+    monkeypatch.setattr(kin, "op_rows", spy)
+    monkeypatch.setattr(kin, "FORK_OPS_MIN", 1)
+    with split_parse.helpers(1):
+        got, _ = kin.analyse_trace_file(REAL, mp.TOP_N, False)
+    assert got == want and want["top_ops"]
+    assert pids == [], "computed here, not in the child"   # (the child's call is in its own copy)
+    monkeypatch.setattr(kin, "FORK_OPS_MIN", 10**9)   # too few events: here
+    with split_parse.helpers(1):
+        got, _ = kin.analyse_trace_file(REAL, mp.TOP_N, False)
+    assert got == want and pids == [os.getpid()]
+
+
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_command_writes_the_same_report(tmp_path, capsys, jobs):
     p = _memory_trace(tmp_path)

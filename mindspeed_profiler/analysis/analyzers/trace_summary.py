@@ -7,6 +7,8 @@ import numpy as np
 from ..parsing.events import Events
 from .annotations import ANNOTATIONS, top_annotations
 from .breakdown import BREAKDOWN, trace_breakdown
+from typing import Callable
+
 from .classify import ClassifiedTrace, classified
 from .collective_bandwidth import COLLECTIVE_BANDWIDTH, trace_collective_bandwidth
 from .communication import COMMUNICATION, collective_call, communication_summary, device_communication, host_communication
@@ -24,8 +26,10 @@ def summarise(ev: Events, top_n: int = 20) -> dict:
     return summarise_classified(classified(ev), top_n)
 
 
-def summarise_classified(ct: ClassifiedTrace, top_n: int = 20) -> dict:
-    """summarise() of a trace already classified (the Ascend input reuses the classification)."""
+def summarise_classified(ct: ClassifiedTrace, top_n: int = 20,
+                         ops_of: Callable[[ClassifiedTrace], list[dict]] = op_rows) -> dict:
+    """summarise() of a trace already classified (the Ascend input reuses the classification);
+    `ops_of(ct)` gives op_rows(ct) (inputs/kineto.py: from a forked child that computed them meanwhile)."""
     ev = ct.ev
     keep = ~ct.m["skip"]
     out: dict = {"n_events": int(ev.n_raw), "n_complete_events": int(len(ev)),
@@ -46,7 +50,8 @@ def summarise_classified(ct: ClassifiedTrace, top_n: int = 20) -> dict:
     bandwidth = trace_collective_bandwidth(ct)
     if bandwidth:
         COLLECTIVE_BANDWIDTH.put(out, bandwidth)
-    ops, kernels = op_rows(ct), kernel_rows(ct)
+    kernels = kernel_rows(ct)
+    ops = ops_of(ct)
     annotations = top_annotations(ct, top_n)
     ANNOTATIONS.put(out, annotations)
     COMMUNICATION.put(out, communication(ct, out["device"], out["wall_us"], ops + annotations, kernels, top_n))

@@ -98,7 +98,10 @@ class ColumnBatch:
 
 _DECODER = msgspec.json.Decoder(list[Event])
 _INSTANT_TYPES = frozenset(_INSTANT)
-_X_FIELDS = attrgetter("name", "cat", "pid", "tid", "ts", "dur", "args")
+# one pass per field: 2x faster than one 7-tuple per event transposed by zip (issue 34: 23 against
+# 54 ms on the MTIA trace's 138k X events)
+_X_FIELDS = tuple(map(attrgetter, ("name", "cat", "pid", "tid", "ts", "dur")))
+_ARGS = attrgetter("args")
 _COMM_KEY = attrgetter(_COMM_ATTRS[COMM_ARG_FIELDS.index("In msg nelems")])
 _COMM_ALL = attrgetter(*_COMM_ATTRS)
 _NAMED = frozenset(("process_name", "thread_name"))
@@ -157,8 +160,8 @@ def columns(evs: list) -> ColumnBatch | None:
         xs = evs
     if not xs:
         return out
-    *x, args = zip(*map(_X_FIELDS, xs))
-    out.x = tuple(x)
+    out.x = tuple(list(map(g, xs)) for g in _X_FIELDS)
+    args = list(map(_ARGS, xs))
     if None in args:    # "args": null (the dict path gives those -1 and no task)
         out.corr = [-1 if a is None else a.connection_id if a.correlation is UNSET else a.correlation for a in args]
         out.task = [None if a is None else a.task_type for a in args]
