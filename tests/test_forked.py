@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -175,6 +176,7 @@ def test_a_lone_capture_splits_only_onto_an_idle_core(tmp_path, monkeypatch, loa
 
     _memory_trace(tmp_path)
     monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(forked, "runnable_others", lambda: int(load))   # what runs now says the same
     seen = []
 
     def fn(root, cap, top_n, want_events):
@@ -188,6 +190,69 @@ def test_a_lone_capture_splits_only_onto_an_idle_core(tmp_path, monkeypatch, loa
 
 def test_the_report_child_only_onto_an_idle_core(monkeypatch):
     monkeypatch.setattr(os, "getloadavg", lambda: (64.0, 64.0, 64.0))
+    monkeypatch.setattr(forked, "runnable_others", lambda: 64)
     p = analyse_cmd._start_report({}, "/nonexistent", fork=True)
     assert p.pid is None   # no child: written here when waited for
     p.cancel()
+
+
+@pytest.mark.parametrize("now, load, idle", [(0, 64.0, True), (1, 0.0, True), (1, 64.0, False), (None, 64.0, False),
+                                             (None, 0.0, True)])
+def test_an_idle_core_by_what_runs_now_or_the_load_average(monkeypatch, now, load, idle):
+    """Either says idle: the load average lags a minute behind what runs now (an idle box after a
+    busy minute), and what runs now may be unknown (no /proc)."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(forked, "runnable_others", lambda: now)
+    assert forked.core_idle() is idle
+
+
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def _least_others(seconds: float = 1.0) -> int:
+    """The fewest others' runnable tasks seen in `seconds` (the box's own blips aside)."""
+    seen, end = [], time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        seen.append(forked.runnable_others())
+        time.sleep(0.01)
+    return min(seen)
+
+
+@pytest.mark.skipif(not os.path.exists(f"/proc/self/task/{os.getpid()}/children"), reason="Linux /proc with children lists")
+def test_what_runs_now_counts_others_not_our_children():
+    if _least_others() != 0:
+        pytest.skip("this box is never idle for a second: nothing to tell apart")
+    child = os.fork()
+    if child == 0:   # our own child, running: not another's task
+        try:
+            _spin(3)
+        finally:
+            os._exit(0)
+    try:
+        assert _least_others() == 0
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+    r, w = os.pipe()
+    middle = os.fork()
+    if middle == 0:   # its child outlives it: a task of another parent (init's), running
+        try:
+            if os.fork() == 0:
+                os.close(r)
+                os.write(w, str(os.getpid()).encode())
+                os.close(w)
+                _spin(3)
+        finally:
+            os._exit(0)
+    os.close(w)
+    orphan = int(os.read(r, 32))
+    os.close(r)
+    os.waitpid(middle, 0)
+    try:
+        assert _least_others(0.5) >= 1
+    finally:
+        os.kill(orphan, signal.SIGKILL)
