@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from mindspeed_profiler.core import reaper
 from mindspeed_profiler.analysis.analyzers import memory_peaks as mp
 from mindspeed_profiler.analysis.inputs import kineto as kin
 from mindspeed_profiler.analysis.parsing import split_parse
@@ -89,6 +90,8 @@ def test_cancel_reaps_the_child():
     with p:
         pass   # an exception in the caller (a time limit) leaves the block the same way
     assert time.perf_counter() - t < 10 and p.pid is None
+    reaper.reap_all()   # killed: collected at once (core/reaper.py), not after its 60 s
+    assert time.perf_counter() - t < 10
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, 0)
 

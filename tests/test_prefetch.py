@@ -13,6 +13,7 @@ import time
 import pytest
 
 from conftest import REPO_ROOT
+from mindspeed_profiler.core import reaper
 from mindspeed_profiler.analysis.parsing import jsonscan, prefetch
 
 # a real GPU Kineto trace kept in this repository (from HTA's tests/data, MIT: tests/data/README.md)
@@ -120,8 +121,10 @@ def test_release_kills_a_child_still_inflating(tmp_path, small, monkeypatch):
     t = time.monotonic()
     prefetch.release()
     assert time.monotonic() - t < 10 and prefetch.take(p) is None
+    reaper.reap_all()   # killed (core/reaper.py collects it): at once, not after its 60 s
+    assert time.monotonic() - t < 10
     with pytest.raises(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)   # reaped
+        os.waitpid(pid, os.WNOHANG)
 
 
 def test_single_trace_finds_a_lone_gzip_file_only(tmp_path):
@@ -171,3 +174,20 @@ def test_the_command_with_the_trace_inflated_ahead_writes_what_it_writes_without
     same = {name: re.sub(r'"jobs": \d+', "", json.dumps(s, sort_keys=True).replace(name, "X"))
             for name, (s, _) in runs.items()}
     assert same["ahead"] == same["plain"]
+
+
+def test_the_child_holds_the_bytes_until_release_then_exits(tmp_path, small):
+    """The child keeps the mapping after its answer, so that this process's unmapping is cheap and the
+    pages are freed by the child's own exit (core/reaper.py lets it go)."""
+    p, body = _trace(tmp_path)
+    assert prefetch.start(p)
+    pid = prefetch._PENDING.pid
+    assert bytes(prefetch.take(p)) == body   # the answer came: the child has inflated it all
+    time.sleep(0.2)
+    assert os.waitpid(pid, os.WNOHANG) == (0, 0)   # still there, holding the pages
+    t = time.monotonic()
+    prefetch.release()
+    reaper.reap_all()
+    assert time.monotonic() - t < 10
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)

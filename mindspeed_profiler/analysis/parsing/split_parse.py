@@ -35,12 +35,13 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-import signal
 import struct
 import sys
 import warnings
 from pathlib import Path
 from typing import Iterator
+
+from mindspeed_profiler.core import reaper
 
 from . import jsonscan, typed_events
 from .events import EventTable
@@ -110,13 +111,7 @@ def load_split(path: Path, table: EventTable) -> dict | None:
         with os.fdopen(to_main, "rb") as reader, os.fdopen(to_helper, "wb", buffering=0) as writer:
             return _main(path, table, head, carry, bare, chunks, mid, reader, writer)
     finally:
-        try:
-            os.kill(pid, signal.SIGKILL)   # gone already when it sent its part
-        except OSError:
-            pass
-        finally:
-            with contextlib.suppress(OSError):
-                os.waitpid(pid, 0)
+        reaper.let_go(pid)   # its exit (freeing its half's memory) on its own core, not waited for
 
 
 def _main(path: Path, table: EventTable, head: bytes, carry: bytes, bare: bool, chunks: Iterator[bytes],

@@ -12,10 +12,11 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-import signal
 import sys
 import warnings
 from typing import Any, Callable
+
+from mindspeed_profiler.core import reaper
 
 _OK, _FAILED = b"o", b"f"
 
@@ -109,10 +110,7 @@ class Pending:
 
     def _reap(self) -> None:
         if self.pid is not None:
-            with contextlib.suppress(OSError):
-                os.kill(self.pid, signal.SIGKILL)   # gone already when it sent its result
-            with contextlib.suppress(OSError):
-                os.waitpid(self.pid, 0)
+            reaper.let_go(self.pid)   # gone already when it sent its result; its exit not waited for
             self.pid = None
 
     def __enter__(self) -> "Pending":
