@@ -11,7 +11,8 @@ later) inherits the mapping.
 
 `start(path)` begins; `jsonscan.chunks` then serves that file's bytes from the mapping (`take`,
 which waits for the child), so that neither this process nor split_parse's helper inflates it
-again; `release()` drops them once the trace is parsed. Only a file whose size and mtime are still
+again; `release()` drops them once the trace is parsed. The child keeps its mapping until then and
+is let go (core/reaper.py), so that its exit, not this process, frees the pages. Only a file whose size and mtime are still
 those it had when inflated is served, only a file that is no decompression bomb is inflated
 (gzip_stream.looks_like_bomb: those are parsed in a capped worker), MIN_BYTES to MAX_BYTES by its
 trailer, and only when its bytes are exactly what the trailer says (a multi-member file, whose

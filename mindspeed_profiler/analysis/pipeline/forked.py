@@ -28,9 +28,9 @@ def available() -> bool:
 def core_idle() -> bool:
     """Whether a core of those this process may run on is idle now. A second process only pays
     where one is (issue 34: on the 2-core box at load 2.4, the CUDA trace's command took 1.13 s with
-    a helper and children, 0.98 s without). Idle when what runs now says so (runnable_others: at
-    most one task of others' per core left after ours and the child's) or the 1-minute load average
-    does (at least one below the cores): the load average alone lags a minute behind, so on an
+    a helper and children, 0.98 s without). Idle when what runs now says so (runnable_others: no
+    more of others' tasks runnable than the cores left after this process and one child) or the
+    1-minute load average does (at least one below the cores): the load average alone lags a minute behind, so on an
     idle box after a busy minute the command ran on one core (the CUDA trace: 0.70 s, not 0.51 s)."""
     try:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
