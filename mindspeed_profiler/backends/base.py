@@ -40,6 +40,10 @@ class CaptureHandle(ABC):
     # what export() left to write later, in order (backends/trace_files.Deferred): the background
     # writer runs them (runtime/export_writer.py); set per instance
     deferred: list[tuple[str, Any]] = []
+    # export_after_run (the torch backend): the key of the held session this capture records in, and
+    # that session (backends/held_session.py), which the runtime flushes and sizes; None otherwise
+    held_key: tuple | None = None
+    held: Any = None
 
     @abstractmethod
     def start(self) -> None: ...

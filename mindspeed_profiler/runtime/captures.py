@@ -264,12 +264,12 @@ class Captures:
             return None
         self.live.add(cap)
         session.LIVE_CAPTURES.add(cap)
-        if getattr(cap.handle, "held_key", None) is not None:
+        if cap.handle.held_key is not None:
             self._make_room_for_held(cap.handle.held_key)
         if self.call(cap, "start", cap.handle.start):
             STATE.capture_active = True
             cap.rss0 = rss_bytes()
-            held = getattr(cap.handle, "held", None)
+            held = cap.handle.held
             if held is not None and held.rss0 is None:
                 held.rss0 = cap.rss0
             if cap.rss0 is None and self.cfg.capture_memory_budget_mb is not None:
@@ -350,9 +350,9 @@ class Captures:
                 files = cap.handle.export()
             except Exception as exc:
                 self._fail(cap, "export", exc)
-        deferred = list(getattr(cap.handle, "deferred", None) or []) if not cap.failed else []
+        deferred = list(cap.handle.deferred or []) if not cap.failed else []
         cap.left = [name for name, _ in deferred]
-        held = getattr(cap.handle, "held", None) if deferred else None
+        held = cap.handle.held if deferred else None
         if held is not None:   # export_after_run: torch's stop and write wait for the session's flush
             cap.meta["status"] = "held"
             cap.left.insert(0, "held")
@@ -474,7 +474,8 @@ class Captures:
             if directory is None or not Path(directory).is_dir():
                 directory = layout.make_capture_dir(cap.spec.save_dir, cap.spec.worker_name, cap.suffix)
             directory = Path(directory)
-            meta["export_phases"].update(getattr(cap.handle, "phases", None) or {})
+            if cap.handle is not None:   # (a capture that failed before its backend opened it has none)
+                meta["export_phases"].update(cap.handle.phases or {})
             with self._meta_lock:
                 self._write_meta(cap, directory, files)
         except Exception as exc:
@@ -489,7 +490,7 @@ class Captures:
         """The metadata file as the capture stands (the handle's new notes taken over once)."""
         meta = cap.meta
         meta["trace_files"] = [os.path.relpath(f, directory) for f in files]
-        if cap.handle is not None and getattr(cap.handle, "notes", None):
+        if cap.handle is not None and cap.handle.notes:
             meta["notes"] += list(cap.handle.notes)
             cap.handle.notes = []
         fileio.write_json_atomic(directory / formats.META_FILE, {k: v for k, v in meta.items() if k != "directory"})
