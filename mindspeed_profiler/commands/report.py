@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if code == EXIT_NOTHING_FOUND:
         print(f"report: nothing to analyse under {p}", file=sys.stderr)
         return code
-    print((p if p.is_dir() else p.parent) / formats.ANALYSIS_DIR / formats.REPORT_FILE)
+    print(Path(formats.analysis_dir(p)) / formats.REPORT_FILE)
     return code
 
 
