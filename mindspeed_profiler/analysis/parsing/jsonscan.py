@@ -33,7 +33,6 @@ CHUNK = 256 << 10
 _QUOTE, _BSLASH = ord('"'), ord("\\")
 _OPEN = (ord("{"), ord("["))
 _CLOSE = (ord("}"), ord("]"))
-_GZIP_MAGIC = gzip_stream.GZIP_MAGIC
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
@@ -45,7 +44,7 @@ def read_bytes(path: Path) -> bytes:
     """The file's bytes, transparently gunzipped (by magic number, not by name)."""
     with open_regular(path) as f:
         data = f.read()
-    return gzip.decompress(data) if data[:2] == _GZIP_MAGIC else data
+    return gzip.decompress(data) if data[:2] == gzip_stream.GZIP_MAGIC else data
 
 
 def _lenient(data: bytes, exc: Exception):
@@ -125,7 +124,7 @@ def chunks(path: Path, start: int = 0) -> Iterator[bytes]:
         yield from prefetch.pieces_from(inflated, start, CHUNK)
         return
     with open_regular(path) as f:
-        if f.read(2) == _GZIP_MAGIC:
+        if f.read(2) == gzip_stream.GZIP_MAGIC:
             f.seek(0)
             skipped = 0
             for b in _inflate(f):

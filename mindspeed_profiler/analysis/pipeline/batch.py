@@ -130,11 +130,9 @@ def analyse_directory(root: str | Path, jobs: int | None = None, export_type: st
 def _spool_dir(root: Path, out_dir: str | Path | None) -> Path | None:
     """Where the totals file is written while the captures are analysed: the output directory when
     it is known before collecting (else the system's temporary directory: outputs.TotalsSpool)."""
-    if out_dir:
-        return Path(out_dir)
-    if root.is_dir():
-        return root / formats.ANALYSIS_DIR
-    return root.parent / formats.ANALYSIS_DIR if root.is_file() else None
+    if not out_dir and not (root.is_dir() or root.is_file()):
+        return None
+    return Path(formats.analysis_dir(root, out_dir))
 
 
 def _cache_dir(root: Path, out_dir: str | Path | None) -> Path:
