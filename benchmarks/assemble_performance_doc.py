@@ -26,6 +26,7 @@ time. The sections below are assembled from `docs/perf_*.md` by `benchmarks/asse
 | `bench_analyse.py` | analysis vs raw JSON parse vs HolisticTraceAnalysis; a 500 MB trace in bounded memory | Offline analysis |
 | `bench_analyse_ray.py` | `analyse --ray` on 1,200 captures over simulated nodes: bytes sent to the driver, driver memory, wall time vs the local pool | Offline analysis |
 | `bench_parse_floor.py` | one large trace: the floor (gunzip + orjson.loads), our parse and analysis, HTA; real >= 50 MB traces and a synthetic 500 MB one; the decoding candidates | Offline analysis: past the floor |
+| `bench_parse_bound.py` | one large trace: a cold command's pieces (start, imports, inflate, typed decode, our columns, our analysis) and the least wall time they allow on N cores, against 0.5x the floor | Offline analysis: the cold command, the bound |
 | `bench_ascend.py` | ours vs msprof-analyze `cluster -m all` on the real Ascend sets (whole processes) | Offline analysis: against msprof-analyze |
 | `bench_scale.py` | `analyse -j 2` on 10 / 100 / 1,000 / 10,000 captures of a real GPU rank: wall time, driver peak RSS, summary.json, capture_totals.jsonl and analysis.db sizes | Cluster scale |
 | `bench_merge.py` | the timeline merge (timeline.json + timeline.pftrace) of 200 / 1,000 segments x 20,000 spans: wall, peak RSS, sizes; old vs new | Timeline merge at scale |
