@@ -15,6 +15,7 @@ import pytest
 from conftest import REPO_ROOT
 from mindspeed_profiler.core import reaper
 from mindspeed_profiler.analysis.parsing import jsonscan, prefetch
+from mindspeed_profiler.analysis.pipeline import forked
 
 # a real GPU Kineto trace kept in this repository (from HTA's tests/data, MIT: tests/data/README.md)
 REAL = REPO_ROOT / "tests" / "data" / "hta" / "trace_diff" / "control" / "control.json.gz"
@@ -149,6 +150,7 @@ def test_the_command_with_the_trace_inflated_ahead_writes_what_it_writes_without
 
     monkeypatch.setattr(prefetch, "MIN_BYTES", 0)
     monkeypatch.setattr(split_parse, "MIN_BYTES", 0)   # (a small trace: split all the same)
+    monkeypatch.setattr(forked, "core_idle", lambda: True)   # (whatever else this box runs now)
     served = []
     real_take = prefetch.take
     def take(path):
@@ -174,6 +176,26 @@ def test_the_command_with_the_trace_inflated_ahead_writes_what_it_writes_without
     same = {name: re.sub(r'"jobs": \d+', "", json.dumps(s, sort_keys=True).replace(name, "X"))
             for name, (s, _) in runs.items()}
     assert same["ahead"] == same["plain"]
+
+
+def test_the_command_inflates_ahead_only_onto_an_idle_core(tmp_path, monkeypatch):
+    """On a busy box (no core idle by forked.core_idle) the command forks no inflating child: the
+    trace is read as it is parsed, and the analysis is the same."""
+    from mindspeed_profiler.commands import analyse as cmd
+
+    monkeypatch.setattr(prefetch, "MIN_BYTES", 0)
+    started = []
+    real_start = prefetch.start
+    monkeypatch.setattr(prefetch, "start", lambda path: started.append(path) or real_start(path))
+    for idle in (False, True):
+        monkeypatch.setattr(forked, "core_idle", lambda idle=idle: idle)
+        d = tmp_path / str(idle)
+        d.mkdir()
+        shutil.copy(REAL, d / REAL.name)
+        assert cmd.main([str(d), "-q", "-j", "2", "--no-html"]) == 0
+        assert json.loads((d / "analysis" / "summary.json").read_text())["counts"]["ok"] == 1
+        assert [p.parent.name for p in started] == (["True"] if idle else []), started
+    assert prefetch._PENDING is None
 
 
 def test_the_child_holds_the_bytes_until_release_then_exits(tmp_path, small):

@@ -155,9 +155,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _start_prefetch(args: argparse.Namespace) -> None:
     """A lone large gzip trace inflated by a child process while the analysis is imported (issue 34;
-    parsing/prefetch.py): with a second core and job, not with --ray, not when the analysis cache
-    already holds results for this directory (a re-analysis reads none of it)."""
-    if args.ray or args.jobs < 2 or (os.cpu_count() or 1) < 2:
+    parsing/prefetch.py): with a second core and job, and only onto an idle core (forked.core_idle:
+    the rule of the command's other second processes; on a busy box the child would take a core from
+    the imports), not with --ray, not when the analysis cache already holds results for this
+    directory (a re-analysis reads none of it)."""
+    from mindspeed_profiler.analysis.pipeline import forked   # (standard library only)
+
+    if args.ray or args.jobs < 2 or (os.cpu_count() or 1) < 2 or not forked.core_idle():
         return
     out = formats.analysis_dir(args.directory, args.output)
     if not args.no_cache and os.path.isdir(os.path.join(out, formats.ANALYSIS_CACHE_DIR)):
