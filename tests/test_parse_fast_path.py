@@ -113,6 +113,46 @@ def test_hostile_event_same_table(k, tmp_path, small_chunks):
     assert dec.typed > 0
 
 
+def _meta(name: str, pid, tid, value) -> dict:
+    return {"ph": "M", "name": name, "pid": pid, "tid": tid, "args": {"name": value}}
+
+
+@pytest.mark.parametrize("case", ["repeats", "renamed in a batch", "renamed later", "mixed"])
+def test_repeated_metadata_same_names_in_the_same_order(case, tmp_path, small_chunks, monkeypatch):
+    """A trace that repeats its "M" events (HTA's MTIA trace: 310k for 10 threads): the typed path
+    reads a batch's repeats once where each key is named one way (typed_events._meta_names) and
+    gives the dict path's names, last one of each key, keys in first-seen order; a key named two
+    ways in a batch is read event by event."""
+    block = [_meta("process_name", 1, 0, "MTIA 1"), _meta("process_labels", 1, 0, "x"),
+             _meta("process_name", 1, 9, "MTIA 1"),            # the same pid from another tid
+             _meta("thread_name", 1, 2, "stream 2"), _meta("thread_name", 1, 3, "stream 3"),
+             _meta("process_name", "Spans", 0, "Spans"), {"ph": "M", "name": "thread_name", "pid": 1, "tid": 4}]
+    ev = []
+    for i in range(40):
+        ev += [_good(i)] + block
+        if case == "renamed in a batch" and i % 3 == 1:
+            ev += [_meta("thread_name", 1, 2, "renamed"), _meta("process_name", 1, 0, "renamed too")]
+        if case == "renamed later" and i >= 30:
+            ev += [_meta("thread_name", 1, 3, f"late {i}"), _meta("thread_name", 7, 7, "new")]
+        if case == "mixed" and i % 7 == 0:
+            ev += [_meta("thread_name", 1, 2, None), _meta("process_name", 1, 0, 12),
+                   {"ph": "M", "name": "thread_name", "pid": 1, "tid": 3, "args": None}]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    calls = []
+    real = typed_events._names_of
+    monkeypatch.setattr(typed_events, "_names_of", lambda ms: calls.append(len(ms)) or real(ms))
+    typed, dec = _read(p, True)
+    plain, _ = _read(p, False)
+    _same(typed, plain)
+    assert dec.typed > 0
+    n_meta = sum(1 for e in ev if e["ph"] == "M")
+    if case == "renamed in a batch":   # every batch holds a rename: each read event by event too
+        assert sum(calls) > n_meta
+    else:
+        assert sum(calls) < n_meta   # the repeats were read once
+
+
 def test_all_hostile_together(tmp_path, small_chunks):
     ev = [x for i, h in enumerate(HOSTILE) for x in (_good(i), h)]
     p = tmp_path / "t.json.gz"

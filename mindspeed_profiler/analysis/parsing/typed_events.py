@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import attrgetter, contains, is_, is_not
+from operator import attrgetter, contains, is_, is_not, itemgetter
 from typing import Annotated, Union
 
 import msgspec
@@ -70,12 +70,12 @@ NO_MEM = MemArgs()
 _BASE = (("name", str | None, None), ("pid", Int | str | None, None), ("tid", Int | str | None, None))
 
 
-def _phase(ph: str, fields: tuple = ()) -> type:
-    return msgspec.defstruct(f"Ph{ord(ph)}", list(fields), tag_field="ph", tag=ph, gc=False)
+def _phase(ph: str, fields: tuple = (), frozen: bool = False) -> type:
+    return msgspec.defstruct(f"Ph{ord(ph)}", list(fields), tag_field="ph", tag=ph, gc=False, frozen=frozen)
 
 
 XEvent = _phase("X", _BASE + (("cat", str | None, None), ("ts", Num, None), ("dur", Num, None), ("args", Args | None, NO_ARGS)))
-MEvent = _phase("M", _BASE + (("args", MetaArgs | None, NO_META),))
+MEvent = _phase("M", _BASE + (("args", MetaArgs | None, NO_META),), frozen=True)   # hashable: _meta_names
 _INSTANT = tuple(_phase(p, _BASE + (("ts", Num, None), ("args", MemArgs | None, NO_MEM))) for p in "iI")
 _BEGIN_END = frozenset(_phase(p) for p in "BE")
 # the other phases of the Trace Event Format (flows, async, counters, samples, objects, marks...)
@@ -146,15 +146,7 @@ def columns(evs: list) -> ColumnBatch | None:
             out.n_memory = len(mem)
             out.memory = list(map(_memory_record, mem))
         if MEvent in kinds:
-            ms = list(compress(evs, map(is_, phs, repeat(MEvent))))
-            named = list(compress(ms, map(contains, repeat(_NAMED), map(_NAME, ms))))
-            if named:
-                kind, pid, tid, args = zip(*map(_META_FIELDS, named))
-                if None in args or UNSET in map(_NAME, args):
-                    name = list(map(_meta_name, args))
-                else:   # every one has a name (Kineto writes one): str() only for a null
-                    name = [n if type(n) is str else str(n) for n in map(_NAME, args)]
-                out.names_of = list(zip(kind, pid, tid, name))
+            out.names_of = _meta_names(list(compress(evs, map(is_, phs, repeat(MEvent)))))
         xs = list(compress(evs, map(is_, phs, repeat(XEvent))))
     else:
         xs = evs
@@ -175,6 +167,37 @@ def columns(evs: list) -> ColumnBatch | None:
             raw = _COMM_ALL(args[i])
             out.comm.append((i, {k: orjson.loads(bytes(r)) for k, r in zip(COMM_ARG_FIELDS, raw) if r is not UNSET}))
     return out
+
+
+def _meta_names(ms: list) -> list:
+    """(kind, pid, tid, name) of the process_name / thread_name events among the "M" events `ms`, in
+    file order (EventTable sets them in turn: each key's last name, each key where it came first).
+    A batch's repeats are read once where that changes nothing, each key named one way in the batch:
+    a trace may repeat its metadata (HTA's MTIA trace: 310k "M" events for 10 threads, 2/3 of its
+    events), and the distinct events are found in C (MEvent is frozen: hashable)."""
+    try:
+        distinct = list(dict.fromkeys(ms))
+    except TypeError:   # (no field of a decoded "M" event is unhashable: kept as a guard)
+        return _names_of(ms)
+    if len(distinct) == len(ms):
+        return _names_of(ms)
+    out = _names_of(distinct)
+    keys = [(k, p) if k == "process_name" else (k, p, t) for k, p, t, _ in out]
+    if len(set(keys)) == len(set(zip(keys, map(itemgetter(3), out)))):
+        return out
+    return _names_of(ms)   # a key named two ways: every event, in order
+
+
+def _names_of(ms: list) -> list:
+    named = list(compress(ms, map(contains, repeat(_NAMED), map(_NAME, ms))))
+    if not named:
+        return []
+    kind, pid, tid, args = zip(*map(_META_FIELDS, named))
+    if None in args or UNSET in map(_NAME, args):
+        name = list(map(_meta_name, args))
+    else:   # every one has a name (Kineto writes one): str() only for a null
+        name = [n if type(n) is str else str(n) for n in map(_NAME, args)]
+    return list(zip(kind, pid, tid, name))
 
 
 def _memory_record(e) -> tuple | None:
