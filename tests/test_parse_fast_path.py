@@ -278,3 +278,32 @@ def test_gzip_read_as_gzip_reads_it(tmp_path, small_chunks, monkeypatch):
     a, _ = _read(tmp_path / "members.json.gz", True)
     b, _ = _read(tmp_path / "one.json.gz", True)
     _same(a, b)
+
+
+def _fast_cut_everywhere(buf: bytes) -> int:
+    """jsonscan._fast_cut's rule spelt out: the last separator starting in the window."""
+    last = None
+    for m in jsonscan._SEP.finditer(buf, max(0, len(buf) - jsonscan._FAST_WINDOW)):
+        last = m
+    return last.start() + 1 if last is not None else -1
+
+
+@pytest.mark.parametrize("window", [64 << 10, 2048, 100])
+def test_fast_cut_finds_the_windows_last_separator(window, monkeypatch):
+    """_fast_cut looks in the last _FAST_NEAR bytes first: the same cut as a walk of the whole
+    window, whether the near part holds a separator or not, a window smaller than it, separators
+    with spaces and newlines, one cut by the window's edge, none at all."""
+    import random
+
+    monkeypatch.setattr(jsonscan, "_FAST_WINDOW", window)
+    rng = random.Random(7)
+    small = b'{"ph": "M", "pid": 1}'
+    cases = [b"", b"{}", b"}, {", small * 3, b"[" + b", ".join([small] * 2000) + b"]",
+             b"}, {" + b"x" * 9000, b"}\n  ,\n  {" + b"y" * 5000 + b"}, {" + b"z" * 100,
+             b"a" * 70000 + b"} ,{" + b"b" * 10, b"}, {" * 3000]
+    for _ in range(200):
+        parts = [rng.choice([b"}, {", b"},{", b"}\n,\n{", b"} x {", b"}}", b"{", b"abc" * rng.randint(0, 3000)])
+                 for _ in range(rng.randint(0, 40))]
+        cases.append(b"".join(parts))
+    for buf in cases:
+        assert jsonscan._fast_cut(buf) == _fast_cut_everywhere(buf), buf[:80]

@@ -315,6 +315,7 @@ _NON_WS = re.compile(rb"\S")
 _BLANKS = b" \t\r\n,"
 _SEP = re.compile(rb"\}\s*,\s*\{")
 _FAST_WINDOW = 64 << 10
+_FAST_NEAR = 4 << 10   # where _fast_cut looks first
 
 
 def reads_as_values(buf: bytes, n: int = 2) -> bool:
@@ -332,12 +333,20 @@ def first_boundary(buf: bytes) -> int:
 
 
 def _fast_cut(buf: bytes) -> int:
-    """Offset just past the last '}' that is followed by ', {' in the last MB of buf (-1: none)."""
+    """Offset just past the last '}' that is followed by ', {' in the last _FAST_WINDOW bytes of buf
+    (-1: none). Looked for in the last _FAST_NEAR bytes first: two separators cannot overlap (none
+    holds a '}' past its first byte), so the last one found there is the window's last one, without
+    a match per event of the whole window (a trace of small events: 68 us per 256 KB batch)."""
     lo = max(0, len(buf) - _FAST_WINDOW)
-    last = None
-    for m in _SEP.finditer(buf, lo):
-        last = m
-    return last.start() + 1 if last is not None else -1
+    for start in (max(lo, len(buf) - _FAST_NEAR), lo):
+        last = None
+        for m in _SEP.finditer(buf, start):
+            last = m
+        if last is not None:
+            return last.start() + 1
+        if start == lo:
+            break
+    return -1
 
 
 def _scan_events(buf: bytes, on_batch: Callable[[list], None]) -> tuple[bytes, bytes | None]:
