@@ -28,6 +28,7 @@ import numpy as np
 from ..parsing.ascend_tasks import ASCEND_HARDWARE, COPY_TASKS, HCCL_PROCESS, LANE_PROCESS, SYNC_TASKS
 from ..parsing.events import Events
 from .communication import COMM_PROCESSES, is_comm_name, is_host_comm_name
+from .grouping import distinct, member
 
 # torch 1.8-1.13 wrote "Operator", "Runtime", "Kernel", "Memcpy", "Memset" (and "Trace")
 HOST_OP_CATS = {"cpu_op", "operator", "Operator"}
@@ -74,8 +75,8 @@ def _ascend_lanes(ev: Events, hw: np.ndarray, comm_proc: np.ndarray) -> tuple[np
         hccl_op = comm_proc & np.where(named, op_thread, op_name)
     else:
         hccl_op = none
-    op_corr = np.unique(ev.corr[hccl_op & (ev.corr >= 0)])
-    repeated = (comm_proc & ~hccl_op) | (hw & np.isin(ev.corr, op_corr) if len(op_corr) else none)
+    op_corr = distinct(ev.corr[hccl_op & (ev.corr >= 0)])
+    repeated = (comm_proc & ~hccl_op) | (hw & member(ev.corr, op_corr) if len(op_corr) else none)
     sync = hw & ev.lookup(ev.tasks, lambda t: t in SYNC_TASKS)[ev.task] & ~repeated
     copy = hw & ev.lookup(ev.tasks, lambda t: t in COPY_TASKS)[ev.task] & ~repeated
     return hccl_op, repeated, sync, copy

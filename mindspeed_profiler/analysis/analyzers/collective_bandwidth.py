@@ -31,6 +31,7 @@ import numpy as np
 
 from mindspeed_profiler.analysis.models.rows import Field, RowModel, each_capture, listed
 from .classify import ClassifiedTrace
+from .grouping import distinct
 from .idle_causes import last_by_corr
 
 LATENCY_BOUND_BYTES = 1 << 20     # 1 MiB: below it a collective is latency-bound (nccl-tests' curves flatten above)
@@ -126,7 +127,7 @@ def _launched_kernels(ct: ClassifiedTrace, hosts: np.ndarray) -> dict[int, list[
     width = len(ev.tids) + 1
     thread = lambda i: ev.pid[i].astype(np.int64) * width + ev.tid[i]
     h_key, l_key = thread(hosts), thread(launch)
-    for k in np.unique(h_key):
+    for k in distinct(h_key):
         h = hosts[h_key == k]
         h = h[np.argsort(ct.ts[h], kind="stable")]
         sel = l_key == k

@@ -27,6 +27,7 @@ import numpy as np
 
 from mindspeed_profiler.analysis.models.rows import Field, RowModel, block, each_capture, listed
 from .classify import DEVICE_CATS, ClassifiedTrace
+from .grouping import distinct, median, member
 
 CONSECUTIVE_KERNEL_DELAY_US = 30.0     # HTA's default (its docstring says ns; it compares trace us)
 LAUNCH_NAMES = frozenset({"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync",
@@ -65,21 +66,6 @@ def gap_causes(ts: np.ndarray, end: np.ndarray, launch_ts: np.ndarray,
     return gap, cause
 
 
-def _unique(a: np.ndarray) -> np.ndarray:
-    """np.unique(a) of an integer array, by sorting: numpy >= 2.3's np.unique hashes, and on the
-    correlation ids of a long trace (1.5e6, many ranges) took 0.4-4 s where a sort takes 0.05 s."""
-    s = np.sort(a)
-    return s[np.concatenate(([True], s[1:] != s[:-1]))] if len(s) else s
-
-
-def _member(x: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """np.isin(x, ids) for ids sorted and unique (_unique), by binary search (np.isin, too,
-    went through the hashed unique)."""
-    if not len(ids):
-        return np.zeros(len(x), dtype=bool)
-    return ids[np.minimum(np.searchsorted(ids, x), len(ids) - 1)] == x
-
-
 def last_by_corr(corr: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     """For each id of `wanted`, the value of the last event (in trace order) carrying it, NaN where
     none does (HTA's index_correlation keeps the last)."""
@@ -101,9 +87,9 @@ def _stream_activities(ct: ClassifiedTrace) -> np.ndarray:
     idx = np.flatnonzero(kin)
     n_steps = sum(1 for n in ev.names if isinstance(n, str) and "ProfilerStep" in n)
     if n_steps >= 2 and len(idx):
-        host_corr = _unique(ev.corr[~kin & (ev.corr >= 0)])
+        host_corr = distinct(ev.corr[~kin & (ev.corr >= 0)])
         c = ev.corr[idx]
-        idx = idx[(c < 0) | _member(c, host_corr)]
+        idx = idx[(c < 0) | member(c, host_corr)]
     return idx
 
 
@@ -117,7 +103,7 @@ def idle_causes(ct: ClassifiedTrace, delay_us: float = CONSECUTIVE_KERNEL_DELAY_
     launch_ts = last_by_corr(ev.corr[rt], ct.ts[rt], ev.corr[idx])
     rows = []
     key = ev.pid[idx].astype(np.int64) * (len(ev.tids) + 1) + ev.tid[idx]
-    for k in _unique(key):
+    for k in distinct(key):
         sel = key == k
         o = np.argsort(ct.ts[idx[sel]], kind="stable")
         i = idx[sel][o]
@@ -146,7 +132,7 @@ def _launch_groups(ct: ClassifiedTrace) -> tuple[np.ndarray, np.ndarray, np.ndar
     named = ev.lookup(ev.names, lambda n: n in LAUNCH_NAMES)[ev.name] & ~m["device"] & (ev.corr >= 0)
     if not named.any():
         return empty, empty, empty, empty
-    in_ids = _member(ev.corr, _unique(ev.corr[named]))
+    in_ids = member(ev.corr, distinct(ev.corr[named]))
     kin = m["device"] & ev.lookup(ev.cats, lambda c: c in DEVICE_CATS)[ev.cat]
     host = np.flatnonzero(~m["device"] & ~m["device_annotation"] & in_ids)
     dev = np.flatnonzero(kin & in_ids)
@@ -208,7 +194,7 @@ def launch_stats(ct: ClassifiedTrace) -> dict | None:
         a = b
     return KERNEL_LAUNCHES.row(
         n_launches=total,
-        launch_delay_mean_us=float(sums[2] / total), launch_delay_median_us=float(np.median(delay_all, overwrite_input=True)),
+        launch_delay_mean_us=float(sums[2] / total), launch_delay_median_us=median(delay_all),
         launch_delay_max_us=delay_max,
         cpu_duration_mean_us=float(sums[0] / total), cpu_duration_total_us=float(sums[0]),
         device_duration_mean_us=float(sums[1] / total), device_duration_total_us=float(sums[1]),

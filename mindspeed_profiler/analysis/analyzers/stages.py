@@ -17,6 +17,7 @@ from ..parsing.timeline_trace import timeline_spans
 from mindspeed_profiler.analysis.models.rows import Field, RowModel
 from .critical_path import critical_path, path_text
 from .crossrank import spread
+from .grouping import median
 
 MAX_GANTT_SPANS = 4000
 
@@ -131,7 +132,7 @@ def analyse_timeline(trace: dict) -> dict:
     for key, r in table.items():
         r["mean_us"] = r["total_us"] / r["count"]
         # the median resists the one-off slow calls (first iteration's warm-up, a profiled call)
-        r["median_us"] = float(np.median(durs[key]))
+        r["median_us"] = median(durs[key])
         r["spread_us"] = spread(durs[key])   # the noise slow-rank flags must exceed
     gantt = sorted(stages, key=lambda s: s["ts"])[:MAX_GANTT_SPANS]
     return {

@@ -45,6 +45,7 @@ import numpy as np
 
 from mindspeed_profiler.analysis.models.rows import Field, RowModel, rank_number
 from .classify import ClassifiedTrace
+from .grouping import distinct, median, member
 from .idle_causes import last_by_corr, stream_number
 from .slow_rank_vote import slow_rank_vote
 
@@ -70,7 +71,7 @@ class RankCollectives:
 
 def _extents(ts: np.ndarray, end: np.ndarray, it: np.ndarray, sel: np.ndarray) -> dict[int, tuple[float, float]]:
     out = {}
-    for s in np.unique(it[sel & (it >= 0)]):
+    for s in distinct(it[sel & (it >= 0)]):
         k = sel & (it == s)
         out[int(s)] = (float(ts[k].min()), float(end[k].max()))
     return out
@@ -122,7 +123,7 @@ def rank_collectives(ct: ClassifiedTrace, rank: int) -> RankCollectives:
     last_start = ts[host & named_step].max() if (host & named_step).any() else np.nan
     kept = np.zeros(len(ev), bool)
     kept[host] = ts[host] < last_start    # NaN (no ProfilerStep on this rank): HTA keeps nothing
-    kept[d] = (d_corr >= 0) & np.isin(d_corr, np.unique(ev.corr[kept & host & (ev.corr >= 0)]))
+    kept[d] = (d_corr >= 0) & member(d_corr, distinct(ev.corr[kept & host & (ev.corr >= 0)]))
 
     kernels: list[dict] = []
     device_comm = np.flatnonzero(m["comm"] & counted)
@@ -146,7 +147,7 @@ def rank_collectives(ct: ClassifiedTrace, rank: int) -> RankCollectives:
         g = (k["step"], k["name"], k["lane"])
         k["key"] = (*g, seen.get(g, 0))
         seen[g] = seen.get(g, 0) + 1
-    names_used = {ev.names[int(x)] for x in np.unique(ev.name[counted])}
+    names_used = {ev.names[int(x)] for x in distinct(ev.name[counted])}
     return RankCollectives(
         rank=int(rank), t0_us=int(ev.t0_us), kernels=kernels,
         extents=_extents(ts, end, it, counted), kept_extents=_extents(ts, end, it, counted & kept),
@@ -272,8 +273,8 @@ def late_launch_share(ks: dict[int, dict], wait: dict[int, float], last: int) ->
     others = [r for r in ks if r != last and wait[r] > 0]
     if not others:
         return None
-    late_by = aligned[last] - float(np.median([aligned[r] for r in others]))
-    return float(min(1.0, max(0.0, late_by / float(np.median([wait[r] for r in others])))))
+    late_by = aligned[last] - median([aligned[r] for r in others])
+    return float(min(1.0, max(0.0, late_by / median([wait[r] for r in others]))))
 
 
 def straggler_costs(instances: list[dict]) -> dict[int, dict]:

@@ -11,6 +11,7 @@ from typing import Callable
 
 from .classify import ClassifiedTrace, classified
 from .collective_bandwidth import COLLECTIVE_BANDWIDTH, trace_collective_bandwidth
+from .grouping import distinct
 from .communication import COMMUNICATION, collective_call, communication_summary, device_communication, host_communication
 from .idle_causes import trace_idle_causes
 from .kernels import KERNEL_TOTALS, KERNELS, kernel_rows, kernel_totals, top_kernels
@@ -68,7 +69,7 @@ def communication(ct: ClassifiedTrace, device: dict | None, wall_us: float, host
     and on the host (collective calls such as gloo:all_reduce: the time they cover, share of the
     wall time), and the collectives by time (host_rows: ops and ranges, {name, count, total_us})."""
     hc = ct.m["host_comm"]
-    host_names = {str(ct.ev.names[i]) for i in np.unique(ct.ev.name[hc])}
+    host_names = {str(ct.ev.names[i]) for i in distinct(ct.ev.name[hc])}
     calls = collective_calls(kernels)
     calls += [collective_call(r["name"], "host", r["count"], r["total_us"]) for r in host_rows if r["name"] in host_names]
     return communication_summary(device_communication(device), host_communication(ct.ts[hc], ct.end[hc], wall_us),
