@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .grouping import distinct
+
 
 def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Union of intervals as disjoint, sorted (starts, ends)."""
@@ -65,11 +67,12 @@ def parents(group: np.ndarray, starts: np.ndarray, durs: np.ndarray) -> np.ndarr
     t0 = float(np.min(starts))
     span = float(np.max(starts + durs) - t0) + 1.0
     # dense group numbers (0..G-1), so that the offsets stay small and float64 keeps sub-ns digits
-    _, dense = np.unique(group, return_inverse=True)
-    s = (starts - t0) + dense.reshape(-1).astype(np.float64) * span * 2
+    # (by sorting: np.unique(return_inverse) hashes, 14 ms on a real GPU trace's 1e5 host events)
+    dense = np.searchsorted(distinct(group), group)
+    s = (starts - t0) + dense.astype(np.float64) * span * 2
     # zero-length events get 0.1 ns so that they are "open" at their own start (below Kineto's 1 ns)
     e = s + np.maximum(durs, 1e-4)
-    order = np.lexsort((-durs, s))  # by start, longest first on ties so parents come first
+    order = start_order(s, durs)  # by start, longest first on ties so parents come first
     so, eo = s[order], e[order]
     ends_sorted = np.sort(eo)
     # started before me (index) minus already ended strictly before my start
@@ -91,6 +94,27 @@ def parents(group: np.ndarray, starts: np.ndarray, durs: np.ndarray) -> np.ndarr
     valid = parent_sorted >= 0
     out[order[valid]] = order[parent_sorted[valid]]
     return out
+
+
+def start_order(s: np.ndarray, durs: np.ndarray) -> np.ndarray:
+    """np.lexsort((-durs, s)): by start, the longer first at one start, else in index order. One
+    thread's events come mostly in start order: a stable sort by start is then near linear, and
+    only the runs of equal starts are sorted by duration (lexsort took 12 ms on 1e5 sorted starts)."""
+    order = np.argsort(s, kind="stable")
+    so = s[order]
+    same = so[1:] == so[:-1]
+    if np.isnan(so[-1:]).any():   # (numpy's sorts put NaN last and take them as equal)
+        same |= np.isnan(so[1:]) & np.isnan(so[:-1])
+    if not same.any():
+        return order
+    tied = np.zeros(len(s), dtype=bool)   # positions in a run of equal starts
+    tied[1:] |= same
+    tied[:-1] |= same
+    at = np.flatnonzero(tied)
+    run = np.cumsum(np.concatenate(([True], ~same)))[at]   # which run each tied position is in
+    idx = order[at]
+    order[at] = idx[np.lexsort((-durs[idx], run))]
+    return order
 
 
 def self_times(group: np.ndarray, starts: np.ndarray, durs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
