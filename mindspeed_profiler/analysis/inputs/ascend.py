@@ -12,10 +12,10 @@ from typing import Callable
 from mindspeed_profiler.core import formats
 
 from mindspeed_profiler.analysis.pipeline.discover import Capture, keep_regular, not_a_regular_file, read_identity, rel
-from ..parsing import ascend_raw
 from . import InputKind, register_input
-from .ascend_capture import AscendFiles, analyse_ascend
-from .snapshots import snapshot_memory
+
+# Discovery imports every input kind for its claims; what reads an Ascend capture is imported when
+# one is analysed or prepared (5 ms of every other run's start: issue 34).
 
 # what a directory of Ascend output holds that the analysis reads (besides ascend_pytorch_profiler*.db)
 _READ = frozenset(formats.ASCEND_TEXT_FILES) | {formats.ASCEND_ANALYSIS_DB}
@@ -78,6 +78,9 @@ def capture_dir_of(root: Path, cap: Capture) -> Path:
 
 
 def analyse(root: Path, cap: Capture, top_n: int, want_events: bool) -> tuple[dict, dict | None]:
+    from .ascend_capture import AscendFiles, analyse_ascend
+    from .snapshots import snapshot_memory
+
     paths = [root / f for f in cap.files]
     files = AscendFiles.of(capture_dir_of(root, cap), [p for p in paths if p.name in _READ or p.suffix == ".db"])
     out, events = analyse_ascend(files, cap.rank, top_n, want_events)
@@ -98,6 +101,8 @@ def prepare_raw(root: Path, caps: list[Capture], jobs: int, export_type: str, lo
     raw = [c for c in caps if c.kind == "ascend_raw"]
     if not raw:
         return {}
+    from ..parsing import ascend_raw
+
     ok, why = ascend_raw.npu_parser_available(python)
     reasons: dict[str, str] = {}
     for c in raw:
