@@ -307,3 +307,18 @@ def test_fast_cut_finds_the_windows_last_separator(window, monkeypatch):
         cases.append(b"".join(parts))
     for buf in cases:
         assert jsonscan._fast_cut(buf) == _fast_cut_everywhere(buf), buf[:80]
+
+
+def test_interner_ids_are_first_seen_order_whatever_the_batches():
+    """events.Interner.ids_of: each value's id is its first-seen position across batches, whether a
+    batch holds one distinct value (its fast path), several, none, or unhashable junk (its text)."""
+    from mindspeed_profiler.analysis.parsing.events import Interner
+
+    batches = [["a"] * 5, ["b", "a", "b"], [], [7] * 3, ["a"], [None, None], [["x"], "c", ["x"]], [("t", 1)] * 2]
+    it = Interner()
+    seen: dict = {}
+    for b in batches:
+        got = it.ids_of(b)
+        want = [seen.setdefault(v if not isinstance(v, list) else str(v), len(seen)) for v in b]
+        assert got.dtype == np.int32 and got.tolist() == want, b
+    assert it.values == list(seen)

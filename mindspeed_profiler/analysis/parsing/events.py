@@ -47,10 +47,13 @@ class Interner:
         dict.fromkeys, then one map over the dict's __getitem__."""
         ids, values = self.ids, self.values
         try:
-            for v in dict.fromkeys(items):
+            distinct = dict.fromkeys(items)
+            for v in distinct:
                 if v not in ids:
                     ids[v] = len(values)
                     values.append(v)
+            if len(distinct) == 1:   # (a batch's pid, cat or task is often one value)
+                return np.full(len(items), ids[next(iter(distinct))], dtype=np.int32)
             return np.fromiter(map(ids.__getitem__, items), dtype=np.int32, count=len(items))
         except TypeError:  # unhashable junk (a list as a name): intern its text
             return np.array(self._slow(items), dtype=np.int32)
