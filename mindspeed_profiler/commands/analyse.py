@@ -161,10 +161,12 @@ def _start_prefetch(args: argparse.Namespace) -> None:
     directory (a re-analysis reads none of it)."""
     from mindspeed_profiler.analysis.pipeline import forked   # (standard library only)
 
-    if args.ray or args.jobs < 2 or (os.cpu_count() or 1) < 2 or not forked.core_idle():
+    if args.ray or args.jobs < 2 or (os.cpu_count() or 1) < 2:
         return
     out = formats.analysis_dir(args.directory, args.output)
     if not args.no_cache and os.path.isdir(os.path.join(out, formats.ANALYSIS_CACHE_DIR)):
+        return
+    if not forked.core_idle():   # (last: what runs now, judged as late as possible)
         return
     trace = prefetch.single_trace(args.directory)
     if trace is not None:

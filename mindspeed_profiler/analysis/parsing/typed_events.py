@@ -175,10 +175,7 @@ def _meta_names(ms: list) -> list:
     A batch's repeats are read once where that changes nothing, each key named one way in the batch:
     a trace may repeat its metadata (HTA's MTIA trace: 310k "M" events for 10 threads, 2/3 of its
     events), and the distinct events are found in C (MEvent is frozen: hashable)."""
-    try:
-        distinct = list(dict.fromkeys(ms))
-    except TypeError:   # (no field of a decoded "M" event is unhashable: kept as a guard)
-        return _names_of(ms)
+    distinct = list(dict.fromkeys(ms))   # (every field of a decoded "M" event is hashable)
     if len(distinct) == len(ms):
         return _names_of(ms)
     out = _names_of(distinct)
@@ -189,6 +186,7 @@ def _meta_names(ms: list) -> list:
 
 
 def _names_of(ms: list) -> list:
+    """(kind, pid, tid, name) of each process_name / thread_name event among `ms`, in order."""
     named = list(compress(ms, map(contains, repeat(_NAMED), map(_NAME, ms))))
     if not named:
         return []
