@@ -534,3 +534,40 @@ def test_a_total_past_int64_is_an_unusable_event():
     rng = {"ph": "X", "cat": "user_annotation", "name": "actor_update", "pid": 1, "tid": 1, "ts": 0.0, "dur": 10.0}
     got = mp.kineto_memory([ev, rng])
     assert got["n_bad"] == 1 and got["devices"] == [] and got["ranges"] == []
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_kineto_events_recomputed(seed):
+    """The vectorised block (intervals.innermost_open, maxtree) against the recomputation above on
+    random events: overlapping and nested ops on three threads, ties of start and time, memory on
+    a thread without ops, three devices, totals present and absent, and byte counts whose sums
+    pass int64 (exact, as Python ints)."""
+    rng = np.random.default_rng(seed)
+    for trial in range(40):
+        ev = [_op(f"op{k % 7}", int(rng.integers(1, 4)), int(rng.integers(0, 60)) + float(rng.choice([0, 0.5])),
+                  int(rng.integers(0, 25))) for k in range(int(rng.integers(0, 40)))]
+        ev += [{"ph": "X", "cat": "user_annotation", "name": f"stage{k % 3}", "pid": 1, "tid": "1",
+                "ts": int(rng.integers(0, 60)), "dur": int(rng.integers(0, 30))} for k in range(int(rng.integers(0, 6)))]
+        big = 2**62 if trial % 4 == 0 else 2**20
+        for _ in range(int(rng.integers(1, 50))):
+            dt, di = [(1, 0), (1, 1), (0, -1)][int(rng.integers(0, 3))]
+            alloc = None if rng.random() < 0.2 else int(rng.integers(0, 50))
+            ev.append(_mem(int(rng.integers(0, 80)) + float(rng.choice([0, 0.5])), int(rng.integers(-big, big)),
+                           alloc, None if alloc is None else alloc + 7, dt=dt, di=di, tid=str(int(rng.integers(1, 5)))))
+        got = mp.kineto_memory(ev, base_ns=3000, top_n=10 ** 6)
+        exp_dev, exp_ops, _, _ = _kineto_expected(ev, 3000, top_n=10 ** 6)
+        assert _pick(got["devices"], exp_dev[0]) == exp_dev
+        assert _pick(got["ops"], exp_ops[0]) == exp_ops if exp_ops else got["ops"] == []
+        want: dict = {}
+        for d in exp_dev:
+            for r in (e for e in ev if e.get("cat") == "user_annotation"):
+                inside = [m["args"] for m in ev if m.get("name") == "[memory]" and r["ts"] <= m["ts"] <= r["ts"] + r["dur"]
+                          and _label(m["args"]["Device Type"], m["args"]["Device Id"]) == d["device"]]
+                if inside:
+                    w = want.setdefault((d["device"], r["name"]), [0, None, None])
+                    w[0] += 1
+                    for k, key in ((1, "Total Allocated"), (2, "Total Reserved")):
+                        vals = [a[key] for a in inside if key in a]
+                        w[k] = max([v for v in (w[k], *vals) if v is not None], default=None)
+        assert {(r["device"], r["range"]): [r["n_ranges"], r["peak_allocated_bytes"], r["peak_reserved_bytes"]]
+                for r in got["ranges"]} == want

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .grouping import distinct
+from .maxtree import MaxTree
 
 
 def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -115,6 +116,32 @@ def start_order(s: np.ndarray, durs: np.ndarray) -> np.ndarray:
     idx = order[at]
     order[at] = idx[np.lexsort((-durs[idx], run))]
     return order
+
+
+def innermost_open(group: np.ndarray, starts: np.ndarray, durs: np.ndarray, q_group: np.ndarray,
+                   q_t: np.ndarray) -> np.ndarray:
+    """For each query (q_group[i], q_t[i]): the index of the interval of that group open at q_t
+    (start <= q_t <= start + dur) that comes last in start order (the latest start, then the
+    shorter, then the later index), -1 where none is: what a call stack's top is at q_t. Groups
+    are integers (a query's group may be one no interval has, e.g. -1); times finite."""
+    out = np.full(len(q_t), -1, dtype=np.int64)
+    if not len(starts) or not len(q_t):
+        return out
+    ends = starts + durs
+    # (group, time) as one exact integer key: the times' ranks among all of them (an offset per
+    # group in float would round, and could make a start after q_t equal to it)
+    times = np.sort(np.concatenate((starts, q_t)))
+    times = times[np.concatenate(([True], times[1:] != times[:-1]))]
+    width = len(times) + 1
+    key = group.astype(np.int64) * width + np.searchsorted(times, starts)
+    q_key = q_group.astype(np.int64) * width + np.searchsorted(times, q_t)
+    order = start_order(key, durs)
+    last = np.searchsorted(key[order], q_key, side="right") - 1   # the last started by then
+    j = MaxTree(ends[order]).last_at_least(last, q_t)             # ... of those still open
+    found = j >= 0
+    found[found] = group[order[j[found]]] == q_group[found]
+    out[found] = order[j[found]]
+    return out
 
 
 def self_times(group: np.ndarray, starts: np.ndarray, durs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import csv
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -37,7 +38,10 @@ from mindspeed_profiler.core.fileio import connect_readonly
 
 from ..parsing.numbers import bad_cells, exact_int, note_bad
 from mindspeed_profiler.analysis.models.rows import Field, RowModel, each_capture, inside
+from . import intervals
 from .classify import ANNOTATION_CATS, HOST_OP_CATS
+from .grouping import distinct
+from .maxtree import MaxTree
 
 TOP_N = 10
 MB = 1024 * 1024          # torch_npu's B_TO_MB: memory_record.csv's and operator_memory.csv's (MB)
@@ -90,34 +94,45 @@ def _op_of(e) -> tuple | None:
     return ts, dur, str(e.get("pid")), str(e.get("tid")), e.get("name")
 
 
-def _innermost_ops(mem: list[tuple], ops: list[tuple]) -> list[str | None]:
-    """For each memory event (ts, thread key, ...), the name of the innermost host op enclosing it on
-    its thread (see the module doc), None where none does; ops: (ts, dur, pid, tid, name), in file
-    order (the last tie-break)."""
-    by_thread: dict = {}
-    for k, (ts, dur, pid, tid, name) in enumerate(ops):
-        by_thread.setdefault((pid, tid), []).append((ts, -dur, k, ts + dur, name))
-    out: list[str | None] = [None] * len(mem)
-    mem_by_thread: dict = {}
-    for i, m in enumerate(mem):
-        mem_by_thread.setdefault((m[1], m[2]), []).append(i)
-    for key, idx in mem_by_thread.items():
-        tops = sorted(by_thread.get(key, ()))
-        idx.sort(key=lambda i: mem[i][0])
-        stack: list = []
-        j = 0
-        for i in idx:
-            t = mem[i][0]
-            while j < len(tops) and tops[j][0] <= t:
-                while stack and stack[-1][3] < tops[j][0]:
-                    stack.pop()
-                stack.append(tops[j])
-                j += 1
-            while stack and stack[-1][3] < t:
-                stack.pop()
-            # the top is the latest-started op still open at t; every op above it has closed
-            out[i] = str(stack[-1][4]) if stack else None
-    return out
+@dataclass(frozen=True)
+class Spans:
+    """Host ops or annotation ranges, in file order: the raw ts (us), dur, and codes of the thread
+    (into `threads`: distinct (pid, tid) texts) and of the name (into `names`: distinct texts)."""
+    ts: np.ndarray
+    dur: np.ndarray
+    thread: np.ndarray
+    threads: list
+    name: np.ndarray
+    names: list
+
+
+def _recode(codes: np.ndarray, label_of) -> tuple[np.ndarray, list]:
+    """Codes of values -> codes of their distinct labels (label_of(code)), and those labels: two
+    values with one label (a pid 1 and a pid "1") are one."""
+    used = distinct(codes)
+    labels: dict = {}
+    remap = np.array([labels.setdefault(label_of(c), len(labels)) for c in used.tolist()], dtype=np.int64)
+    return (remap[np.searchsorted(used, codes)] if len(codes) else np.zeros(0, dtype=np.int64)), list(labels)
+
+
+def spans_of(rows: list[tuple]) -> Spans:
+    """Spans of (ts, dur, pid, tid, name) tuples (_op_of's)."""
+    ts, dur, pid, tid, name = zip(*rows) if rows else ((),) * 5
+    threads: dict = {}
+    names: dict = {}
+    return Spans(np.array(ts, dtype=np.float64), np.array(dur, dtype=np.float64),
+                 np.array([threads.setdefault(k, len(threads)) for k in zip(pid, tid)], dtype=np.int64), list(threads),
+                 np.array([names.setdefault(str(n), len(names)) for n in name], dtype=np.int64), list(names))
+
+
+def table_spans(ev, raw_ts: np.ndarray, mask: np.ndarray) -> Spans:
+    """Spans of the Events table's rows in `mask` (raw_ts: their raw times, kineto_trace.TraceMemory)."""
+    i = np.flatnonzero(mask)
+    n_tids = max(len(ev.tids), 1)
+    pids, tids = [str(p) for p in ev.pids], [str(t) for t in ev.tids]
+    thread, threads = _recode(ev.pid[i].astype(np.int64) * n_tids + ev.tid[i], lambda c: (pids[c // n_tids], tids[c % n_tids]))
+    name, names = _recode(ev.name[i].astype(np.int64), lambda c: str(ev.names[c]))
+    return Spans(raw_ts[i], ev.dur[i], thread, threads, name, names)
 
 
 def is_range(e) -> bool:
@@ -127,43 +142,36 @@ def is_range(e) -> bool:
             and not str(e.get("name", "")).startswith(PROFILER_STEP))
 
 
-def range_peaks(mem: list[tuple], ranges: list[tuple], top_n: int = MAX_RANGES) -> list[dict]:
-    """MEMORY_STAGE_PEAKS rows: per (device, range name), the largest Total Allocated / Reserved of
-    the device's records inside any range of that name (start <= ts <= end, every thread: the
+def range_peaks(device: str, ts: np.ndarray, alloc: np.ndarray, resv: np.ndarray, ranges: Spans,
+                top_n: int = MAX_RANGES) -> list[dict]:
+    """MEMORY_STAGE_PEAKS rows of one device: per range name, the largest Total Allocated / Reserved
+    of the device's records inside any range of that name (start <= ts <= end, every thread: the
     allocator is the process's), and how many ranges held a record. The top_n by peak allocated.
-    ranges: (ts, dur, pid, tid, name) as _op_of gives them."""
-    by_dev: dict = {}
-    for m in mem:
-        by_dev.setdefault((m[3], m[4]), []).append(m)
-    spans = [(t, t + d, str(name)) for t, d, _pid, _tid, name in ranges]
-    out = []
-    for (dt, di), recs in sorted(by_dev.items()):
-        recs.sort(key=lambda m: m[0])
-        ts = np.array([m[0] for m in recs])
-        alloc = np.array([-1 if m[6] is None else m[6] for m in recs], dtype=np.int64)
-        resv = np.array([-1 if m[7] is None else m[7] for m in recs], dtype=np.int64)
-        agg: dict = {}
-        for lo, hi, name in spans:
-            i0, i1 = int(np.searchsorted(ts, lo, "left")), int(np.searchsorted(ts, hi, "right"))
-            if i1 <= i0:
-                continue
-            a = agg.setdefault(name, [0, -1, -1])
-            a[0] += 1
-            a[1] = max(a[1], int(alloc[i0:i1].max()))
-            a[2] = max(a[2], int(resv[i0:i1].max()))
-        rows = [MEMORY_STAGE_PEAKS.row(device=device_label(dt, di), range=n, n_ranges=v[0],
-                                       peak_allocated_bytes=v[1] if v[1] >= 0 else None, peak_reserved_bytes=v[2] if v[2] >= 0 else None,
-                                       source=KINETO_SOURCE) for n, v in agg.items()]
-        rows.sort(key=lambda r: (-(r["peak_allocated_bytes"] or -1), r["range"]))
-        out += rows[:top_n]
-    return out
+    ts: the device's records' times, sorted; alloc, resv: their totals, -1 for none."""
+    lo = np.searchsorted(ts, ranges.ts, "left")
+    hi = np.searchsorted(ts, ranges.ts + ranges.dur, "right")
+    held = hi > lo
+    name = ranges.name[held]
+    n_ranges = np.bincount(name, minlength=len(ranges.names))
+    peaks = []
+    for totals in (alloc, resv):
+        peak = np.full(len(ranges.names), -1, dtype=np.int64)
+        np.maximum.at(peak, name, MaxTree(totals).range_max(lo[held], hi[held], -1))
+        peaks.append(peak.tolist())
+    rows = [MEMORY_STAGE_PEAKS.row(device=device, range=ranges.names[k], n_ranges=int(n_ranges[k]),
+                                   peak_allocated_bytes=peaks[0][k] if peaks[0][k] >= 0 else None,
+                                   peak_reserved_bytes=peaks[1][k] if peaks[1][k] >= 0 else None, source=KINETO_SOURCE)
+            for k in np.flatnonzero(n_ranges).tolist()]
+    rows.sort(key=lambda r: (-(r["peak_allocated_bytes"] or -1), r["range"]))
+    return rows[:top_n]
 
 
 def kineto_memory(events: Iterable, base_ns: int = 0, top_n: int = TOP_N) -> dict:
     """The memory block of one Kineto trace from its raw event dicts (traceEvents; only the
     [memory] events and the host ops are looked at): {"devices": [MEMORY_RECORD_PEAKS rows],
-    "ops": [MEMORY_RECORD_OPS rows, top_n per device], "n_bad": unusable [memory] events,
-    "warnings": [...]}. Times are the trace's ts (us) plus `base_ns` (baseTimeNanoseconds) / 1000."""
+    "ops": [MEMORY_RECORD_OPS rows, top_n per device], "ranges": [MEMORY_STAGE_PEAKS rows],
+    "n_bad": unusable [memory] events, "warnings": [...]}. Times are the trace's ts (us) plus
+    `base_ns` (baseTimeNanoseconds) / 1000."""
     mem, ops, ranges, n_bad = [], [], [], 0
     for e in events:
         if is_memory_event(e):
@@ -178,7 +186,7 @@ def kineto_memory(events: Iterable, base_ns: int = 0, top_n: int = TOP_N) -> dic
         elif is_range(e):
             if (o := _op_of(e)) is not None:
                 ranges.append(o)
-    return memory_block(mem, n_bad, ops, ranges, base_ns, top_n)
+    return memory_block(mem, n_bad, spans_of(ops), spans_of(ranges), base_ns, top_n)
 
 
 def table_memory(ev, tm, top_n: int = TOP_N) -> dict:
@@ -189,63 +197,76 @@ def table_memory(ev, tm, top_n: int = TOP_N) -> dict:
     host = ev.lookup(ev.cats, lambda c: c in HOST_OP_CATS)[ev.cat]
     rng = (ev.lookup(ev.cats, lambda c: c in ANNOTATION_CATS)[ev.cat] & ~host
            & ev.lookup(ev.names, lambda n: not str(n).startswith(PROFILER_STEP))[ev.name])
-    pids, tids = [str(p) for p in ev.pids], [str(t) for t in ev.tids]
-
-    def rows(mask: np.ndarray) -> list[tuple]:
-        i = np.flatnonzero(mask)
-        return list(zip(tm.raw_ts[i].tolist(), ev.dur[i].tolist(), [pids[p] for p in ev.pid[i].tolist()],
-                        [tids[t] for t in ev.tid[i].tolist()], [ev.names[n] for n in ev.name[i].tolist()]))
-    return memory_block(tm.records, tm.n_bad, rows(host), rows(rng), tm.base_ns, top_n)
+    return memory_block(tm.records, tm.n_bad, table_spans(ev, tm.raw_ts, host), table_spans(ev, tm.raw_ts, rng),
+                        tm.base_ns, top_n)
 
 
-def memory_block(mem: list[tuple], n_bad: int, ops: list[tuple], ranges: list[tuple], base_ns: int = 0,
+def _segments(sorted_codes: np.ndarray, n: int) -> list[tuple[int, int]]:
+    """[start, end) of each code 0..n-1 in an array sorted by code."""
+    at = np.searchsorted(sorted_codes, np.arange(n + 1)).tolist()
+    return list(zip(at[:-1], at[1:]))
+
+
+def memory_block(mem: list[tuple], n_bad: int, ops: Spans, ranges: Spans, base_ns: int = 0,
                  top_n: int = TOP_N) -> dict:
-    """kineto_memory's block from the [memory] records, the unusable count, the host ops and the
-    ranges ((ts, dur, pid, tid, name), file order)."""
+    """kineto_memory's block from the [memory] records (parsing/memory_events.py), the unusable
+    count, the host ops and the ranges. Each record's op is the innermost host op enclosing it on
+    its thread (intervals.innermost_open); per device the records are taken in time order."""
     base_us = base_ns / 1000.0 if base_ns else 0.0
-    op_of = _innermost_ops(mem, ops)
-    order = sorted(range(len(mem)), key=lambda i: mem[i][0])
-    devs: dict = {}
-    for i in order:
-        ts, _pid, _tid, dt, di, nb, alloc, resv = mem[i]
-        d = devs.get((dt, di))
-        if d is None:
-            d = devs[(dt, di)] = {"device": device_label(dt, di), "device_id": None if di < 0 else di, "component": None,
-                                  "n_records": 0, "peak_allocated_bytes": None, "peak_at_us": None,
-                                  "peak_reserved_bytes": None, "peak_reserved_at_us": None, "n_allocs": 0,
-                                  "alloc_bytes": 0, "peak_net_bytes": 0, "unattributed_bytes": 0,
-                                  "capacity_bytes": None, "source": KINETO_SOURCE, "_net": 0, "_ops": {}}
-        d["n_records"] += 1
-        if alloc is not None and (d["peak_allocated_bytes"] is None or alloc > d["peak_allocated_bytes"]):
-            d["peak_allocated_bytes"], d["peak_at_us"] = alloc, ts + base_us
-        if resv is not None and (d["peak_reserved_bytes"] is None or resv > d["peak_reserved_bytes"]):
-            d["peak_reserved_bytes"], d["peak_reserved_at_us"] = resv, ts + base_us
-        d["_net"] += nb
-        d["peak_net_bytes"] = max(d["peak_net_bytes"], d["_net"])
-        name = op_of[i]
-        if nb > 0:
-            d["n_allocs"] += 1
-            d["alloc_bytes"] += nb
-            if name is None:
-                d["unattributed_bytes"] += nb
-        if name is not None:
-            o = d["_ops"].setdefault(name, [0, 0, 0, 0])   # bytes, count, max, net
-            if nb > 0:
-                o[0] += nb
-                o[1] += 1
-                o[2] = max(o[2], nb)
-            o[3] += nb
-    devices, top = [], []
-    for key in sorted(devs):
-        d = devs[key]
-        per = d.pop("_ops")
-        d.pop("_net")
-        devices.append(d)
-        ranked = sorted(((n, v) for n, v in per.items() if v[1]), key=lambda kv: (-kv[1][0], kv[0]))[:top_n]
-        top += [MEMORY_RECORD_OPS.row(device=d["device"], op=n, bytes=v[0], count=v[1], max_bytes=v[2], net_bytes=v[3],
-                                      source=KINETO_SOURCE) for n, v in ranked]
     warnings = [f"{n_bad} [memory] event(s) unusable, left out"] if n_bad else []
-    return {"devices": devices, "ops": top, "ranges": range_peaks(mem, ranges), "n_bad": n_bad, "warnings": warnings}
+    devices: list[dict] = []
+    top: list[dict] = []
+    stages: list[dict] = []
+    if not mem:
+        return {"devices": devices, "ops": top, "ranges": stages, "n_bad": n_bad, "warnings": warnings}
+    ts, pid, tid, dt, di, nbytes, alloc, resv = zip(*mem)
+    t = np.array(ts, dtype=np.float64)
+    thread_of = {k: c for c, k in enumerate(ops.threads)}
+    at = intervals.innermost_open(ops.thread, ops.ts, ops.dur,
+                                  np.array([thread_of.get(k, -1) for k in zip(pid, tid)], dtype=np.int64), t)
+    op = np.full(len(mem), -1, dtype=np.int64)
+    op[at >= 0] = ops.name[at[at >= 0]]
+    keys = sorted(set(zip(dt, di)))
+    code = {k: c for c, k in enumerate(keys)}
+    dev = np.array([code[k] for k in zip(dt, di)], dtype=np.int64)
+    order = np.lexsort((t, dev))   # by device, then time, then file order
+    # the byte counts as int64 where no sum can overflow it, else as Python ints
+    exact = np.int64 if sum(map(abs, nbytes)) < INT64 else object
+    t, op = t[order], op[order]
+    nb = np.array(nbytes, dtype=exact)[order]
+    totals = [np.array([-1 if v is None else v for v in col], dtype=np.int64)[order] for col in (alloc, resv)]
+    for (dtype, did), (a, b) in zip(keys, _segments(dev[order], len(keys))):
+        label = device_label(dtype, did)
+        row = {"device": label, "device_id": None if did < 0 else did, "component": None, "n_records": b - a}
+        for total, (peak, peak_at) in zip(totals, (("peak_allocated_bytes", "peak_at_us"), ("peak_reserved_bytes", "peak_reserved_at_us"))):
+            k = int(total[a:b].argmax())   # the first record at the peak
+            row[peak], row[peak_at] = (int(total[a + k]), float(t[a + k]) + base_us) if total[a + k] >= 0 else (None, None)
+        w, o = nb[a:b], op[a:b]
+        pos = w > 0
+        row.update(n_allocs=int(pos.sum()), alloc_bytes=int(w[pos].sum()), peak_net_bytes=max(0, int(np.cumsum(w).max())),
+                   unattributed_bytes=int(w[pos & (o < 0)].sum()), capacity_bytes=None, source=KINETO_SOURCE)
+        devices.append(MEMORY_RECORD_PEAKS.row(**row))
+        top += _op_rows(label, o, w, ops.names, top_n)
+        stages += range_peaks(label, t[a:b], totals[0][a:b], totals[1][a:b], ranges)
+    return {"devices": devices, "ops": top, "ranges": stages, "n_bad": n_bad, "warnings": warnings}
+
+
+def _op_rows(device: str, op: np.ndarray, nb: np.ndarray, names: list, top_n: int) -> list[dict]:
+    """MEMORY_RECORD_OPS rows of one device's records (op: name codes, -1 for none; nb: Bytes): per
+    op allocating at all, its allocations, their bytes and largest, and its net bytes; the top_n."""
+    has = op >= 0
+    if not has.any():
+        return []
+    by = np.argsort(op[has], kind="stable")
+    op, nb = op[has][by], nb[has][by]
+    first = np.flatnonzero(np.concatenate(([True], op[1:] != op[:-1])))
+    pos = nb > 0
+    alloc = np.where(pos, nb, 0).astype(nb.dtype)
+    groups = zip(op[first].tolist(), np.add.reduceat(alloc, first).tolist(), np.add.reduceat(pos.astype(np.int64), first).tolist(),
+                 np.maximum.reduceat(alloc, first).tolist(), np.add.reduceat(nb, first).tolist())
+    ranked = sorted((g for g in groups if g[2]), key=lambda g: (-g[1], names[g[0]]))[:top_n]
+    return [MEMORY_RECORD_OPS.row(device=device, op=names[k], bytes=b, count=c, max_bytes=m, net_bytes=net, source=KINETO_SOURCE)
+            for k, b, c, m, net in ranked]
 
 
 def read_kineto_memory_events(path: Path) -> tuple[list[dict], int]:
