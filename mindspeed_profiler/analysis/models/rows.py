@@ -45,7 +45,6 @@ Standard library only: this is the contract of summary.json and analysis.db.
 """
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, Iterable, Iterator
@@ -156,6 +155,8 @@ class RowModel:
 
     def _unknown(self, names: Iterable[str], declared: Iterable[str], where: str = "") -> UnknownField:
         bad = sorted(set(names) - set(declared))[0]
+        import difflib   # only for this message (2.5 ms of every analysis's start otherwise)
+
         close = difflib.get_close_matches(bad, sorted(declared), n=1, cutoff=0.5)
         why = "is not a field of it" + (f" (did you mean {close[0]!r}?)" if close else "")
         return UnknownField(f"row model {self.question!r}{where}: {bad!r} {why}; declared: "

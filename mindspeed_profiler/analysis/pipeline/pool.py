@@ -7,7 +7,6 @@ it fails with MemoryError, reported as that capture's failure), and a capture st
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +72,7 @@ def run_pool(root: Path, todo: list[Capture], jobs: int, top_n: int, want_events
     """Analyse `todo` in `jobs` long-lived worker processes. A worker that dies (OOM killer,
     signal, crash in native code) or runs past the time limit fails only the capture it held; it
     is replaced and the rest go on."""
+    import multiprocessing as mp   # here: a lone capture runs without a pool (4 ms of its start otherwise)
     from multiprocessing.connection import wait
     ctx = mp.get_context("forkserver") if "forkserver" in mp.get_all_start_methods() else mp.get_context()
     if ctx.get_start_method() == "forkserver":
