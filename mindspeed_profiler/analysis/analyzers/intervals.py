@@ -123,11 +123,13 @@ def innermost_open(group: np.ndarray, starts: np.ndarray, durs: np.ndarray, q_gr
     """For each query (q_group[i], q_t[i]): the index of the interval of that group open at q_t
     (start <= q_t <= start + dur) that comes last in start order (the latest start, then the
     shorter, then the later index), -1 where none is: what a call stack's top is at q_t. Groups
-    are integers (a query's group may be one no interval has, e.g. -1); times finite."""
+    are dense codes, 0..n (a query's may be one no interval has, e.g. -1: (group, time) becomes one
+    int64); times finite."""
     out = np.full(len(q_t), -1, dtype=np.int64)
     if not len(starts) or not len(q_t):
         return out
-    ends = starts + durs
+    with np.errstate(over="ignore"):   # an end past float's range is inf, as Python's sum is
+        ends = starts + durs
     # (group, time) as one exact integer key: the times' ranks among all of them (an offset per
     # group in float would round, and could make a start after q_t equal to it)
     times = np.sort(np.concatenate((starts, q_t)))

@@ -24,8 +24,9 @@ class MaxTree:
             level = np.concatenate((up, level[-1:])) if len(level) % 2 else up
             self.levels.append(level)
 
-    def range_max(self, lo: np.ndarray, hi: np.ndarray, empty) -> np.ndarray:
-        """max(values[lo[i]:hi[i]]) for each i, `empty` where the range is empty."""
+    def range_max(self, lo: np.ndarray, hi: np.ndarray, empty: float) -> np.ndarray:
+        """max(values[lo[i]:hi[i]]) for each i (0 <= lo, hi <= n), `empty` where the range is empty;
+        `empty` must not exceed any value (it starts every maximum) and must fit the values' dtype."""
         lo, hi = np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64)
         out = np.full(len(lo), empty, dtype=self.levels[0].dtype)
         for level in self.levels:   # bottom-up: the blocks wholly inside [lo, hi) at each level
@@ -43,7 +44,8 @@ class MaxTree:
         return out
 
     def last_at_least(self, last: np.ndarray, bound: np.ndarray) -> np.ndarray:
-        """For each i: the largest j <= last[i] with values[j] >= bound[i], -1 where there is none."""
+        """For each i: the largest j <= last[i] with values[j] >= bound[i], -1 where there is none
+        (last[i] < n; -1 or less: none; bound an array as long as last)."""
         end = np.asarray(last, dtype=np.int64) + 1   # the prefix [0, end) still to look at
         bound = np.asarray(bound)
         level_of = np.full(len(end), -1, dtype=np.int64)

@@ -149,7 +149,8 @@ def range_peaks(device: str, ts: np.ndarray, alloc: np.ndarray, resv: np.ndarray
     allocator is the process's), and how many ranges held a record. The top_n by peak allocated.
     ts: the device's records' times, sorted; alloc, resv: their totals, -1 for none."""
     lo = np.searchsorted(ts, ranges.ts, "left")
-    hi = np.searchsorted(ts, ranges.ts + ranges.dur, "right")
+    with np.errstate(over="ignore"):   # an end past float's range is inf, as Python's sum is
+        hi = np.searchsorted(ts, ranges.ts + ranges.dur, "right")
     held = hi > lo
     name = ranges.name[held]
     n_ranges = np.bincount(name, minlength=len(ranges.names))
