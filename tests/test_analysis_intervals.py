@@ -4,6 +4,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 
 from mindspeed_profiler.analysis.analyzers.intervals import clip, covered_in_windows, parents, union_length
 
@@ -93,3 +94,26 @@ def test_start_order_is_lexsort_by_start_then_longest():
             s[rng.integers(0, n)] = np.inf
             s[rng.integers(0, n)] = -np.inf
         assert np.array_equal(start_order(s, d), np.lexsort((-d, s))), (s, d)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_last_holding_is_the_loop_of_each_interval_in_turn(seed):
+    """intervals.last_holding against assigning each interval's holders in index order (what
+    stragglers does per ProfilerStep for a few steps): disjoint intervals (the binary search), in any
+    order, empty and touching ones, and overlapping ones (the loop)."""
+    from mindspeed_profiler.analysis.analyzers.intervals import last_holding
+    rng = np.random.default_rng(seed)
+    for trial in range(200):
+        n = int(rng.integers(0, 8))
+        if trial % 2:
+            cuts = np.sort(rng.integers(0, 40, 2 * n)).astype(np.float64)
+            p = rng.permutation(n)
+            starts, ends = cuts[0::2][p], cuts[1::2][p]
+        else:
+            starts = rng.integers(0, 30, n).astype(np.float64)
+            ends = starts + rng.integers(-2, 15, n)
+        x = rng.integers(-2, 45, 60).astype(np.float64)
+        want = np.full(len(x), -1)
+        for k in range(n):
+            want[(x >= starts[k]) & (x < ends[k])] = k
+        assert last_holding(starts, ends, x).tolist() == want.tolist()

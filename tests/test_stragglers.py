@@ -302,3 +302,29 @@ def test_clock_skew_is_lateness_to_hta_not_to_the_matching(jobs, parsed):
     rows = {r["rank"]: r for r in straggler_rows(per_rank)}
     assert (rows[2]["n_last"], rows[2]["waited_us"]) == (0, rows[0]["waited_us"])
     assert rows[3]["waited_us"] == rows[1]["waited_us"] and rows[0]["n_last"] + rows[1]["n_last"] == 10
+
+
+def test_many_steps_by_binary_search_as_by_passes(jobs, monkeypatch):
+    """Past STEP_PASSES_MAX ProfilerStep ranges the steps are assigned by one binary search
+    (intervals.last_holding): the same collectives, steps and extents as a pass per step, on every
+    job above (the real NCCL traces: their steps are the HTA-checked ones) and on a trace of 60
+    steps."""
+    import mindspeed_profiler.analysis.analyzers.stragglers as st
+
+    def both(path):
+        ct = classified(read_kineto_trace(path).events)
+        monkeypatch.setattr(st, "STEP_PASSES_MAX", 10 ** 6)
+        by_passes = st.rank_collectives(ct, 0)
+        monkeypatch.setattr(st, "STEP_PASSES_MAX", 0)
+        return by_passes, st.rank_collectives(ct, 0)
+
+    for d in jobs.values():
+        for p in sorted(d.iterdir()):
+            a, b = both(p)
+            assert a == b and a.extents
+    ev = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1, "tid": 1, "ts": 100.0 * s,
+           "dur": 90.0} for s in range(60)]
+    ev += [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 7.0 * k, "dur": 2.0} for k in range(900)]
+    path = write_json(jobs["late"].parent / "many_steps.json", {"traceEvents": ev})
+    a, b = both(path)
+    assert a == b and len(a.extents) == 60 and len(a.step_rows) == 60

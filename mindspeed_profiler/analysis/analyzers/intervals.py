@@ -146,6 +146,27 @@ def innermost_open(group: np.ndarray, starts: np.ndarray, durs: np.ndarray, q_gr
     return out
 
 
+def last_holding(starts: np.ndarray, ends: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """For each x: the largest k with starts[k] <= x < ends[k], -1 where there is none (the later
+    interval wins where several hold x, as a loop assigning each in turn). Disjoint intervals (the
+    usual steps) by one binary search; overlapping ones by that loop, one pass over x each."""
+    out = np.full(len(x), -1, dtype=np.int64)
+    live = np.flatnonzero(ends > starts)   # an empty interval holds nothing
+    if not len(live) or not len(x):
+        return out
+    order = live[np.argsort(starts[live], kind="stable")]
+    s, e = starts[order], ends[order]
+    if (e[:-1] <= s[1:]).all():
+        k = np.searchsorted(s, x, side="right") - 1
+        held = k >= 0
+        held[held] = x[held] < e[k[held]]
+        out[held] = order[k[held]]
+        return out
+    for k in live.tolist():
+        out[(x >= starts[k]) & (x < ends[k])] = k
+    return out
+
+
 def self_times(group: np.ndarray, starts: np.ndarray, durs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(self time, parent index) of nested intervals: duration minus direct children's durations."""
     par = parents(group, starts, durs)

@@ -47,11 +47,13 @@ from mindspeed_profiler.analysis.models.rows import Field, RowModel, rank_number
 from .classify import ClassifiedTrace
 from .grouping import distinct, median, member
 from .idle_causes import last_by_corr, stream_number
+from .intervals import last_holding
 from .slow_rank_vote import slow_rank_vote
 
 HTA_COMM_PREFIX = "ncclKernel"        # HTA: sym_table names that startswith("ncclKernel")
 MIN_NORMALIZED_DURATION = 0.01        # HTA's min_normalized_duration: kernels under 1% of an iteration are noise
 NUM_CANDIDATES = 2                    # HTA's num_candidates
+STEP_PASSES_MAX = 16                  # ProfilerStep ranges assigned by a pass over the rows each; more: a binary search
 
 
 @dataclass
@@ -70,11 +72,15 @@ class RankCollectives:
 
 
 def _extents(ts: np.ndarray, end: np.ndarray, it: np.ndarray, sel: np.ndarray) -> dict[int, tuple[float, float]]:
-    out = {}
-    for s in distinct(it[sel & (it >= 0)]):
-        k = sel & (it == s)
-        out[int(s)] = (float(ts[k].min()), float(end[k].max()))
-    return out
+    """step -> (first start, last end) of the rows in `sel` with that step, by step (one sort, not
+    a pass over every row per step: a capture may hold hundreds of steps)."""
+    k = np.flatnonzero(sel & (it >= 0))
+    if not len(k):
+        return {}
+    k = k[np.argsort(it[k], kind="stable")]
+    first = np.flatnonzero(np.concatenate(([True], it[k][1:] != it[k][:-1])))
+    return {s: (a, b) for s, a, b in zip(it[k][first].tolist(), np.minimum.reduceat(ts[k], first).tolist(),
+                                         np.maximum.reduceat(end[k], first).tolist())}
 
 
 def _host_calls(ct: ClassifiedTrace, idx: np.ndarray) -> list[int]:
@@ -108,8 +114,16 @@ def rank_collectives(ct: ClassifiedTrace, rank: int) -> RankCollectives:
     dev, host = counted & m["device"], counted & ~m["device"]
     it = np.full(len(ev), -1, np.int64)
     steps = np.flatnonzero(host & (ct.step_num[ev.name] >= 0))
-    for i in steps:   # in trace order: where two ranges overlap the later one wins, as HTA's loop
-        it[host & (ts >= ts[i]) & (ts < end[i])] = ct.step_num[ev.name[i]]
+    # in trace order: where two ranges overlap the later one wins, as HTA's loop; a pass over the
+    # rows per step for a few steps, one binary search past that (a pass is cheaper than searching
+    # 1e5 unsorted times, up to ~20 steps)
+    if len(steps) <= STEP_PASSES_MAX:
+        for i in steps:
+            it[host & (ts >= ts[i]) & (ts < end[i])] = ct.step_num[ev.name[i]]
+    else:
+        h = np.flatnonzero(host)
+        k = last_holding(ts[steps], end[steps], ts[h])
+        it[h] = np.where(k >= 0, ct.step_num[ev.name[steps[np.maximum(k, 0)]]], -1)
     d = np.flatnonzero(dev)
     d_corr = ev.corr[d]
     hc = np.flatnonzero(host & (ev.corr >= 0))
