@@ -57,7 +57,7 @@ class Model(torch.nn.Module):
         opt.zero_grad()
         loss.backward()
         opt.step()
-        return float(loss)
+        return float(loss.detach())
 
 
 class ActorWorker:
