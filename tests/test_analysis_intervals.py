@@ -96,12 +96,15 @@ def test_start_order_is_lexsort_by_start_then_longest():
         assert np.array_equal(start_order(s, d), np.lexsort((-d, s))), (s, d)
 
 
+@pytest.mark.parametrize("passes_max", [16, 0])   # as shipped (these few: the loop) and the binary search
 @pytest.mark.parametrize("seed", range(3))
-def test_last_holding_is_the_loop_of_each_interval_in_turn(seed):
+def test_last_holding_is_the_loop_of_each_interval_in_turn(seed, passes_max, monkeypatch):
     """intervals.last_holding against assigning each interval's holders in index order (what
     stragglers does per ProfilerStep for a few steps): disjoint intervals (the binary search), in any
     order, empty and touching ones, and overlapping ones (the loop)."""
+    from mindspeed_profiler.analysis.analyzers import intervals
     from mindspeed_profiler.analysis.analyzers.intervals import last_holding
+    monkeypatch.setattr(intervals, "PASSES_MAX", passes_max)
     rng = np.random.default_rng(seed)
     for trial in range(200):
         n = int(rng.integers(0, 8))

@@ -305,17 +305,18 @@ def test_clock_skew_is_lateness_to_hta_not_to_the_matching(jobs, parsed):
 
 
 def test_many_steps_by_binary_search_as_by_passes(jobs, monkeypatch):
-    """Past STEP_PASSES_MAX ProfilerStep ranges the steps are assigned by one binary search
+    """Past intervals.PASSES_MAX ProfilerStep ranges the steps are assigned by one binary search
     (intervals.last_holding): the same collectives, steps and extents as a pass per step, on every
     job above (the real NCCL traces: their steps are the HTA-checked ones) and on a trace of 60
     steps."""
+    import mindspeed_profiler.analysis.analyzers.intervals as iv
     import mindspeed_profiler.analysis.analyzers.stragglers as st
 
     def both(path):
         ct = classified(read_kineto_trace(path).events)
-        monkeypatch.setattr(st, "STEP_PASSES_MAX", 10 ** 6)
+        monkeypatch.setattr(iv, "PASSES_MAX", 10 ** 6)
         by_passes = st.rank_collectives(ct, 0)
-        monkeypatch.setattr(st, "STEP_PASSES_MAX", 0)
+        monkeypatch.setattr(iv, "PASSES_MAX", 0)
         return by_passes, st.rank_collectives(ct, 0)
 
     for d in jobs.values():

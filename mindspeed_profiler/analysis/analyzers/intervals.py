@@ -6,6 +6,8 @@ import numpy as np
 from .grouping import distinct
 from .maxtree import MaxTree
 
+PASSES_MAX = 16   # last_holding: up to this many intervals, a pass over x each (cheaper than a binary search of 1e5 unsorted x)
+
 
 def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Union of intervals as disjoint, sorted (starts, ends)."""
@@ -132,8 +134,7 @@ def innermost_open(group: np.ndarray, starts: np.ndarray, durs: np.ndarray, q_gr
         ends = starts + durs
     # (group, time) as one exact integer key: the times' ranks among all of them (an offset per
     # group in float would round, and could make a start after q_t equal to it)
-    times = np.sort(np.concatenate((starts, q_t)))
-    times = times[np.concatenate(([True], times[1:] != times[:-1]))]
+    times = distinct(np.concatenate((starts, q_t)))
     width = len(times) + 1
     key = group.astype(np.int64) * width + np.searchsorted(times, starts)
     q_key = q_group.astype(np.int64) * width + np.searchsorted(times, q_t)
@@ -148,15 +149,16 @@ def innermost_open(group: np.ndarray, starts: np.ndarray, durs: np.ndarray, q_gr
 
 def last_holding(starts: np.ndarray, ends: np.ndarray, x: np.ndarray) -> np.ndarray:
     """For each x: the largest k with starts[k] <= x < ends[k], -1 where there is none (the later
-    interval wins where several hold x, as a loop assigning each in turn). Disjoint intervals (the
-    usual steps) by one binary search; overlapping ones by that loop, one pass over x each."""
+    interval wins where several hold x, as a loop assigning each in turn). That loop, one pass over
+    x per interval, for a few intervals or overlapping ones; one binary search for many disjoint
+    ones (a capture of hundreds of steps)."""
     out = np.full(len(x), -1, dtype=np.int64)
     live = np.flatnonzero(ends > starts)   # an empty interval holds nothing
     if not len(live) or not len(x):
         return out
     order = live[np.argsort(starts[live], kind="stable")]
     s, e = starts[order], ends[order]
-    if (e[:-1] <= s[1:]).all():
+    if len(live) > PASSES_MAX and (e[:-1] <= s[1:]).all():
         k = np.searchsorted(s, x, side="right") - 1
         held = k >= 0
         held[held] = x[held] < e[k[held]]

@@ -40,7 +40,7 @@ from ..parsing.numbers import bad_cells, exact_int, note_bad
 from mindspeed_profiler.analysis.models.rows import Field, RowModel, each_capture, inside
 from . import intervals
 from .classify import ANNOTATION_CATS, HOST_OP_CATS
-from .grouping import distinct
+from .grouping import distinct, run_starts
 from .maxtree import MaxTree
 
 TOP_N = 10
@@ -202,12 +202,6 @@ def table_memory(ev, tm, top_n: int = TOP_N) -> dict:
                         tm.base_ns, top_n)
 
 
-def _segments(sorted_codes: np.ndarray, n: int) -> list[tuple[int, int]]:
-    """[start, end) of each code 0..n-1 in an array sorted by code."""
-    at = np.searchsorted(sorted_codes, np.arange(n + 1)).tolist()
-    return list(zip(at[:-1], at[1:]))
-
-
 def memory_block(mem: list[tuple], n_bad: int, ops: Spans, ranges: Spans, base_ns: int = 0,
                  top_n: int = TOP_N) -> dict:
     """kineto_memory's block from the [memory] records (parsing/memory_events.py), the unusable
@@ -236,9 +230,10 @@ def memory_block(mem: list[tuple], n_bad: int, ops: Spans, ranges: Spans, base_n
     t, op = t[order], op[order]
     nb = np.array(nbytes, dtype=exact)[order]
     totals = [np.array([-1 if v is None else v for v in col], dtype=np.int64)[order] for col in (alloc, resv)]
-    for (dtype, did), (a, b) in zip(keys, _segments(dev[order], len(keys))):
-        label = device_label(dtype, did)
-        row = {"device": label, "device_id": None if did < 0 else did, "component": None, "n_records": b - a}
+    first = run_starts(dev[order]).tolist()   # each device's records (every key has some)
+    for (dev_type, dev_id), a, b in zip(keys, first, first[1:] + [len(mem)]):
+        label = device_label(dev_type, dev_id)
+        row = {"device": label, "device_id": None if dev_id < 0 else dev_id, "component": None, "n_records": b - a}
         for total, (peak, peak_at) in zip(totals, (("peak_allocated_bytes", "peak_at_us"), ("peak_reserved_bytes", "peak_reserved_at_us"))):
             k = int(total[a:b].argmax())   # the first record at the peak
             row[peak], row[peak_at] = (int(total[a + k]), float(t[a + k]) + base_us) if total[a + k] >= 0 else (None, None)
@@ -260,7 +255,7 @@ def _op_rows(device: str, op: np.ndarray, nb: np.ndarray, names: list, top_n: in
         return []
     by = np.argsort(op[has], kind="stable")
     op, nb = op[has][by], nb[has][by]
-    first = np.flatnonzero(np.concatenate(([True], op[1:] != op[:-1])))
+    first = run_starts(op)
     pos = nb > 0
     alloc = np.where(pos, nb, 0).astype(nb.dtype)
     groups = zip(op[first].tolist(), np.add.reduceat(alloc, first).tolist(), np.add.reduceat(pos.astype(np.int64), first).tolist(),

@@ -45,7 +45,7 @@ import numpy as np
 
 from mindspeed_profiler.analysis.models.rows import Field, RowModel, rank_number
 from .classify import ClassifiedTrace
-from .grouping import distinct, median, member
+from .grouping import distinct, median, member, run_starts
 from .idle_causes import last_by_corr, stream_number
 from .intervals import last_holding
 from .slow_rank_vote import slow_rank_vote
@@ -53,7 +53,6 @@ from .slow_rank_vote import slow_rank_vote
 HTA_COMM_PREFIX = "ncclKernel"        # HTA: sym_table names that startswith("ncclKernel")
 MIN_NORMALIZED_DURATION = 0.01        # HTA's min_normalized_duration: kernels under 1% of an iteration are noise
 NUM_CANDIDATES = 2                    # HTA's num_candidates
-STEP_PASSES_MAX = 16                  # ProfilerStep ranges assigned by a pass over the rows each; more: a binary search
 
 
 @dataclass
@@ -78,7 +77,7 @@ def _extents(ts: np.ndarray, end: np.ndarray, it: np.ndarray, sel: np.ndarray) -
     if not len(k):
         return {}
     k = k[np.argsort(it[k], kind="stable")]
-    first = np.flatnonzero(np.concatenate(([True], it[k][1:] != it[k][:-1])))
+    first = run_starts(it[k])
     return {s: (a, b) for s, a, b in zip(it[k][first].tolist(), np.minimum.reduceat(ts[k], first).tolist(),
                                          np.maximum.reduceat(end[k], first).tolist())}
 
@@ -114,13 +113,7 @@ def rank_collectives(ct: ClassifiedTrace, rank: int) -> RankCollectives:
     dev, host = counted & m["device"], counted & ~m["device"]
     it = np.full(len(ev), -1, np.int64)
     steps = np.flatnonzero(host & (ct.step_num[ev.name] >= 0))
-    # in trace order: where two ranges overlap the later one wins, as HTA's loop; a pass over the
-    # rows per step for a few steps, one binary search past that (a pass is cheaper than searching
-    # 1e5 unsorted times, up to ~20 steps)
-    if len(steps) <= STEP_PASSES_MAX:
-        for i in steps:
-            it[host & (ts >= ts[i]) & (ts < end[i])] = ct.step_num[ev.name[i]]
-    else:
+    if len(steps):   # in trace order: where two ranges overlap the later one wins, as HTA's loop
         h = np.flatnonzero(host)
         k = last_holding(ts[steps], end[steps], ts[h])
         it[h] = np.where(k >= 0, ct.step_num[ev.name[steps[np.maximum(k, 0)]]], -1)
