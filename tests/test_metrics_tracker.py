@@ -348,6 +348,7 @@ def test_every_peak_row_has_a_source_and_no_row_is_hidden_by_an_earlier_one():
     ("grpo.straggler_rank=2", ["grpo.straggler_rank=2", "from 0 to 1"]),      # 2 actor ranks: 0 and 1
     ("grpo.straggler_rank=-1", ["grpo.straggler_rank=-1"]),
     ("grpo.straggler_ms=-5", ["grpo.straggler_ms=-5", "milliseconds"]),
+    ("grpo.log_prob_delay_ms=true", ["grpo.log_prob_delay_ms=True", "milliseconds"]),
 ])
 def test_a_bad_straggler_is_refused_before_ray(monkeypatch, override, words):
     import examples.grpo.train_grpo as grpo

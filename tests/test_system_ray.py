@@ -24,6 +24,7 @@ from test_system_launch import tool_logs, write_fake_tools
 pytestmark = pytest.mark.slow
 GRPO_YAML = REPO_ROOT / "examples" / "grpo" / "grpo.yaml"
 QUICK = ["grpo.update_epochs=1", "profiler_config.integrated.profile=false"]
+LOG_PROB_MS = 60
 
 
 @pytest.fixture
@@ -56,7 +57,12 @@ def events(path: Path) -> list[dict]:
 
 def test_grpo_with_py_spy_on_the_actor_group(tmp_path, clean_env):
     save = tmp_path / "prof"
-    out = grpo(save, "grpo.iterations=3", *system("py_spy", "[actor]"), analyse=True)
+    # the test asserts that each stage's own function was sampled, and the log-prob pass lasts a few ms
+    # on a fast machine: at py-spy's 100 Hz its 3 calls could all fall between samples (they did once
+    # in CI). LOG_PROB_MS makes each call last several sample periods (1000 Hz instead kept py-spy
+    # behind on 2 cores, ~6 ms between samples, and doubled the run)
+    out = grpo(save, "grpo.iterations=3", f"grpo.log_prob_delay_ms={LOG_PROB_MS}", *system("py_spy", "[actor]"),
+               analyse=True)
     assert len(out["history"]) == 3 and out["analyse_rc"] == 0
     sysdir = save / formats.SYSTEM_DIR
     # one report per actor rank, named by group and rank; the reference worker ran unwrapped
@@ -95,7 +101,10 @@ def test_grpo_with_py_spy_on_the_actor_group(tmp_path, clean_env):
         stages = {s["stage"]: s for s in w["py_spy"]["stages"]}
         assert {"actor_generate", "actor_compute_log_prob", "actor_update"} <= set(stages)
         assert "GRPOActorWorker.update" in {r["function"] for r in stages["actor_update"]["top_total"]}
-        assert w["py_spy"]["samples_est"] > 100
+        assert w["py_spy"]["rate_hz"] == 100 and w["py_spy"]["samples_est"] > 100
+        # the delay knob's sleep, sampled: 3 calls of at least LOG_PROB_MS each (half of it, for the
+        # clock alignment's edges and py-spy's late samples on a busy box)
+        assert stages["actor_compute_log_prob"]["sampled_ms"] >= 3 * LOG_PROB_MS / 2, stages["actor_compute_log_prob"]
 
 
 def test_grpo_with_fake_nsys_and_steps(tmp_path, clean_env):

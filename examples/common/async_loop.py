@@ -40,11 +40,16 @@ def check_async(settings: dict[str, Any], section: str) -> list[str]:
     if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= MAX_STALENESS:
         problems.append(f"{section}.max_staleness={s!r} must be a whole number from 0 to {MAX_STALENESS} "
                         "(policy versions a trained sample may lag; 0: on-policy)")
-    for key in ("rollout_delay_ms", "update_delay_ms"):
-        v = settings.get(key, 0)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= MAX_DELAY_MS:
-            problems.append(f"{section}.{key}={v!r} must be a number of milliseconds from 0 to {MAX_DELAY_MS}")
+    problems += [p for p in (delay_problem(settings, section, k) for k in ("rollout_delay_ms", "update_delay_ms")) if p]
     return problems
+
+
+def delay_problem(settings: dict[str, Any], section: str, key: str) -> str | None:
+    """A delay knob's problem (`<section>.<key>`, absent: 0): milliseconds from 0 to MAX_DELAY_MS."""
+    v = settings.get(key, 0)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= MAX_DELAY_MS:
+        return f"{section}.{key}={v!r} must be a number of milliseconds from 0 to {MAX_DELAY_MS}"
+    return None
 
 
 def is_async(settings: dict[str, Any]) -> bool:

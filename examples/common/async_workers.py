@@ -15,15 +15,10 @@ from typing import Any
 
 import torch
 
-from examples.common.workers import ActorWorker, GRPOActorWorker
+from examples.common.workers import ActorWorker, GRPOActorWorker, sleep_ms
 from mindspeed_profiler.tracing import trace_span
 
 CAT_ASYNC = "async"   # the timeline category of the async spans (rollout_generate, wait_rollout, weight_sync/*)
-
-
-def _sleep_ms(ms: float) -> None:
-    if ms:
-        time.sleep(ms / 1000.0)
 
 
 class AsyncActorWorker(GRPOActorWorker):
@@ -33,7 +28,7 @@ class AsyncActorWorker(GRPOActorWorker):
     def _all_reduce_grads(self) -> None:
         # update_delay_ms: every rank sleeps before each gradient all-reduce (update_epochs per update),
         # inside its actor_update stage, as the straggler knob does on one rank
-        _sleep_ms(self.model_cfg.get("update_delay_ms", 0))
+        sleep_ms(self.model_cfg.get("update_delay_ms", 0))
         super()._all_reduce_grads()
 
     def gather_weights(self, version: int) -> dict[str, Any]:
@@ -76,7 +71,7 @@ class RolloutWorker(ActorWorker):
 
     def _sample(self, prompts: torch.Tensor, how: Any, temperature: float) -> Any:
         # the rollout_delay_ms knob inside the generation stage, before the first token (a slower engine)
-        _sleep_ms(self.model_cfg.get("rollout_delay_ms", 0))
+        sleep_ms(self.model_cfg.get("rollout_delay_ms", 0))
         return super()._sample(prompts, how, temperature)
 
     def load_weights(self, holder: list, version: int) -> dict[str, Any]:

@@ -44,13 +44,16 @@ def split_overrides(config_path: str | Path, section: str, overrides: Sequence[s
 
 def check_straggler(settings: dict[str, Any], ranks: int, section: str) -> None:
     """`straggler_rank` (an actor rank, or null: off) and `straggler_ms` (>= 0): the delay before that
-    rank's gradient all-reduce (workers.PolicyWorker._all_reduce_grads)."""
-    rank, ms = settings.get("straggler_rank"), settings.get("straggler_ms", 0)
+    rank's gradient all-reduce (workers.PolicyWorker._all_reduce_grads); `log_prob_delay_ms` (>= 0):
+    the delay inside every log-prob stage (workers.PolicyWorker.compute_log_prob)."""
+    rank = settings.get("straggler_rank")
     if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < ranks):
         raise ValueError(f"{section}.straggler_rank={rank!r} must be an actor rank from 0 to {ranks - 1} "
                          f"({section}.actor_ranks={ranks}), or null (no straggler)")
-    if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 <= ms <= 600_000:
-        raise ValueError(f"{section}.straggler_ms={ms!r} must be a number of milliseconds from 0 to 600000")
+    for key in ("straggler_ms", "log_prob_delay_ms"):
+        problem = async_loop.delay_problem(settings, section, key)
+        if problem:
+            raise ValueError(problem)
 
 
 LONG_TAIL_MAX_TOKENS = 4096   # the model gets a position per token: a bound on its size
@@ -292,6 +295,7 @@ def run_trainer(trainer_cls: type[Trainer], config_path: str | Path, overrides: 
     # long tail made on purpose (if any)
     model = dict(settings["model"], prompt_len=settings["prompt_len"], response_len=settings["response_len"],
                  straggler_rank=settings.get("straggler_rank"), straggler_ms=settings.get("straggler_ms", 0),
+                 log_prob_delay_ms=settings.get("log_prob_delay_ms", 0),
                  **{k: settings.get(k, v) for k, v in GENERATION_DEFAULTS.items()},
                  rollout_delay_ms=settings.get("rollout_delay_ms", 0), update_delay_ms=settings.get("update_delay_ms", 0))
     trainer = trainer_cls(settings)

@@ -19,6 +19,13 @@ from mindspeed_profiler import IntegratedProfiler, load_config, mstx_range, mstx
 from mindspeed_profiler.tracing import init_tracer, shutdown_tracer
 
 
+def sleep_ms(ms: float) -> None:
+    """The examples' delay knobs (straggler_ms, log_prob_delay_ms, the async mode's): a sleep inside
+    the stage the knob slows, so that the profiles show that stage longer."""
+    if ms:
+        time.sleep(ms / 1000.0)
+
+
 class PolicyWorker:
     """One rank of a worker group: a GPT policy, a profiler and a tracer. Subclasses add the RL steps."""
 
@@ -109,6 +116,8 @@ class PolicyWorker:
 
     def compute_log_prob(self, tokens: torch.Tensor, stage: str) -> torch.Tensor:
         with self.profiler.stage(stage), torch.no_grad():
+            # `<trainer>.log_prob_delay_ms`: a slower log-prob pass made on purpose, on every rank that scores
+            sleep_ms(self.model_cfg.get("log_prob_delay_ms", 0))
             self.model.eval()
             return self._log_probs(tokens)
 
@@ -118,8 +127,8 @@ class PolicyWorker:
         that the other ranks wait for it in the all-reduce (a straggler made on purpose)."""
         import torch.distributed as dist
 
-        if self.rank == self.model_cfg.get("straggler_rank") and self.model_cfg.get("straggler_ms"):
-            time.sleep(self.model_cfg["straggler_ms"] / 1000.0)
+        if self.rank == self.model_cfg.get("straggler_rank"):
+            sleep_ms(self.model_cfg.get("straggler_ms", 0))
         if self.world_size == 1:
             return
         with mstx_range("grad_all_reduce"):
