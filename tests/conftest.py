@@ -48,11 +48,12 @@ def ray_cluster():
     """A local Ray cluster for the tests of one module: 2 CPUs (the test actors ask for fractions of
     one), no dashboard, worker logs not forwarded. Ray is imported here, not when conftest is collected."""
     ray = pytest.importorskip("ray")
-    from mindspeed_profiler.core.ray_local import prepare_local_cluster_env
+    from mindspeed_profiler.core.ray_local import init_local_ray, prepare_local_cluster_env
 
     prepare_local_cluster_env()
-    try:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    try:   # a busy 2-core box can miss Ray's fixed 30 s raylet wait: started again then (init_local_ray)
+        init_local_ray(ray, dict(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+                                 ignore_reinit_error=True))
         yield
     finally:
         ray.shutdown()

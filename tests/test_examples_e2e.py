@@ -67,9 +67,12 @@ def test_grpo_example_profiled_and_analysed(tmp_path):
     statuses = [c["status"] for c in summary["captures"]]
     assert statuses and all(s == "ok" for s in statuses), statuses
     assert (save / "analysis" / "report.html").stat().st_size > 1000
-    # without grpo.straggler_* the two actor ranks are late in turn: the advisor names no straggler
-    # (tests/test_metrics_tracker.py runs it with the knob, and the straggler is named)
-    assert "straggler" not in [f["id"] for f in summary["findings"]], summary["findings"]
+    # without grpo.straggler_* the two actor ranks are late in turn, net of each other's waits a few %
+    # of the update (1.7-13% over 6 quiet runs, advisor.py): far from the knob's straggler (~58%,
+    # tests/test_metrics_tracker.py). Not "no finding at all": the two CPU ranks share 2 cores, and a
+    # loaded box can make one late past the 25% floor by itself, which the advisor then rightly names
+    assert all(f["evidence"]["victim_net_us"] < 0.4 * f["evidence"]["victim_wall_us"]
+               for f in summary["findings"] if f["id"] == "straggler"), summary["findings"]
     # each actor rank recorded its 16 samples per iteration, each stopped by its END or at response_len
     # (10); their natural lengths have no long tail (test_grpo_long_tail_knob has one)
     samples = _sample_lines(save)

@@ -228,7 +228,8 @@ def test_launcher_with_real_py_spy(tmp_path):
     if not shutil.which("py-spy", path=os.pathsep.join(map(str, base_path()))):
         pytest.skip("py-spy not installed")
     c = cfg(tmp_path, backend="py_spy", args={"rate": 200})
-    ran, out, meta = launch(tmp_path, c, base_path())
+    # a worker of 1 s, not 0.2: py-spy must find the interpreter and sample it, on a busy box too
+    ran, out, meta = launch(tmp_path, c, base_path(), worker_s=1.0)
     assert out.returncode == 0, out.stderr
     assert meta["status"] == "complete" and meta["version"].startswith("py-spy")
     events = json.loads((tmp_path / "prof" / "system" / "actor_rank0.py-spy.json").read_text())

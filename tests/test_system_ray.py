@@ -229,7 +229,9 @@ def test_command_line_as_the_docs_say(tmp_path):
 # its own temp dir: other Ray sessions on this machine (ray.init() joins the cluster it finds under
 # /tmp/ray) never run into this one
 HEAD = """import sys, ray
-ray.init(num_cpus=3, include_dashboard=False, _temp_dir=sys.argv[1])
+from mindspeed_profiler.core.ray_local import init_local_ray
+init_local_ray(ray, dict(num_cpus=3, include_dashboard=False, _temp_dir=sys.argv[1]),
+               log=lambda m: print(m, file=sys.stderr, flush=True))   # stdout: the address alone
 print(ray.get_runtime_context().gcs_address, flush=True)
 sys.stdin.read()   # holds the cluster until the test closes stdin
 ray.shutdown()

@@ -175,7 +175,7 @@ def test_py_spy_worker_leaves_a_clock_mark(tmp_path, listeners, monkeypatch):
     assert worker.install()
     mark = [json.loads(x) for x in s.iterations_path.read_text().splitlines()][1]
     assert mark["type"] == formats.SYS_CLOCK and mark["function"] == formats.CLOCK_MARK_FUNCTION
-    assert mark["end_wall_ns"] - mark["begin_wall_ns"] >= 50e6 and mark["rate_hz"] == 200.0
+    assert mark["end_wall_ns"] - mark["begin_wall_ns"] >= 100e6 and mark["rate_hz"] == 200.0   # 10 periods, >= 100 ms
     assert worker.mindspeed_profiler_clock_mark.__name__ == formats.CLOCK_MARK_FUNCTION  # what py-spy will show
 
 

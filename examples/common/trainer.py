@@ -13,7 +13,7 @@ from examples.common import async_loop
 from mindspeed_profiler import load_config, start_run
 from mindspeed_profiler.config import ProfilerConfig
 from mindspeed_profiler.core.formats import RUN_ID_ENV
-from mindspeed_profiler.core.ray_local import prepare_local_cluster_env
+from mindspeed_profiler.core import ray_local
 from mindspeed_profiler.tracing import init_tracer, merge_timeline, shutdown_tracer, trace_span
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -87,22 +87,9 @@ def check_even_shards(items: int, what: str, ranks: int, section: str) -> None:
                          f"(each actor rank takes an equal shard of the batch)")
 
 
-RAY_START_ATTEMPTS = 3
-
-
-def _init_ray(ray: Any, kwargs: dict[str, Any], local: bool) -> None:
-    """ray.init, again when a local node of our own timed out at startup: Ray waits a fixed 30 s for
-    its raylet to register, which a busy laptop (other jobs on its 2 cores) can miss."""
-    for attempt in range(1, RAY_START_ATTEMPTS + 1):
-        try:
-            ray.init(**kwargs)
-            return
-        except Exception as err:
-            if not local or "timed out during startup" not in str(err) or attempt == RAY_START_ATTEMPTS:
-                raise
-            print(f"Ray's local node timed out at startup (attempt {attempt} of {RAY_START_ATTEMPTS}, a busy "
-                  "machine?): starting it again", flush=True)
-            ray.shutdown()
+# the old names of what moved to the library (tests and users' scripts may import them from here)
+RAY_START_ATTEMPTS = ray_local.RAY_START_ATTEMPTS
+_init_ray = ray_local.init_local_ray
 
 
 class RayCluster:
@@ -139,10 +126,10 @@ class RayCluster:
             # a cluster of our own, never one that happens to run on this machine (ray.init() would
             # join it, and refuse num_cpus)
             kwargs["address"] = "local"
-            prepare_local_cluster_env()   # Ray's metrics export off (core/ray_local.py says why)
+            ray_local.prepare_local_cluster_env()   # Ray's metrics export off (core/ray_local.py says why)
             kwargs["num_cpus"] = self.num_cpus or max(2, os.cpu_count() or 2)
             kwargs["runtime_env"] = {"env_vars": dict(env_vars, PYTHONPATH=_pythonpath())}
-        _init_ray(ray, kwargs, local=not address)
+        ray_local.init_local_ray(ray, kwargs, local=not address)
         return self
 
     def __exit__(self, *exc: Any) -> None:

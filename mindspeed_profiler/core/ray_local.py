@@ -9,6 +9,7 @@ inherit them. A value the user already set wins. Standard library only: the anal
 from __future__ import annotations
 
 import os
+from typing import Any, Callable
 
 # RAY_enable_metrics_collection=0: stats::Init returns early ("Disabled stats." in the driver's log)
 # and the metrics agent collects nothing; RAY_enable_open_telemetry=0: no OTel exporter thread.
@@ -21,3 +22,25 @@ def prepare_local_cluster_env(environ: "os._Environ[str] | dict[str, str] | None
     added = {k: v for k, v in LOCAL_CLUSTER_ENV.items() if k not in env}
     env.update(added)
     return added
+
+
+RAY_START_ATTEMPTS = 3
+_STARTUP_TIMEOUT = "timed out during startup"   # Ray's message (ray/_private/node.py) when the raylet missed its wait
+
+
+def init_local_ray(ray: Any, kwargs: dict[str, Any], local: bool = True,
+                   log: Callable[[str], None] = lambda m: print(m, flush=True)) -> None:
+    """`ray.init(**kwargs)`, again (up to RAY_START_ATTEMPTS in all) when a local node of our own timed
+    out at startup: Ray waits a fixed 30 s for its raylet to register, which a busy machine (other jobs
+    on its 2 cores) can miss. Any other failure, and any failure joining a cluster that runs elsewhere
+    (`local=False`), is raised at once. `ray` is the module, passed in: this module imports no Ray."""
+    for attempt in range(1, RAY_START_ATTEMPTS + 1):
+        try:
+            ray.init(**kwargs)
+            return
+        except Exception as err:
+            if not local or _STARTUP_TIMEOUT not in str(err) or attempt == RAY_START_ATTEMPTS:
+                raise
+            log(f"Ray's local node timed out at startup (attempt {attempt} of {RAY_START_ATTEMPTS}, a busy "
+                "machine?): starting it again")
+            ray.shutdown()

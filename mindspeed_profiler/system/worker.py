@@ -179,8 +179,10 @@ def mindspeed_profiler_clock_mark(seconds: float) -> tuple[int, int]:
 
 
 def clock_mark_seconds(rate_hz: float | None) -> float:
-    """Long enough for several samples at the tool's rate (5 samples, at least 50 ms)."""
-    return max(0.05, 5.0 / rate_hz) if rate_hz else 0.05
+    """Long enough for several samples at the tool's rate (10 samples, at least 100 ms): the mark runs
+    as the worker starts, when a busy machine can hold py-spy back for a few sample periods (with 5,
+    a 50 ms stall would lose the mark and the alignment would fall back to the exec time)."""
+    return max(0.1, 10.0 / rate_hz) if rate_hz else 0.1
 
 
 _FOLLOWER: IterationFollower | None = None

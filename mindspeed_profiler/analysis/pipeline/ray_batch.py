@@ -159,7 +159,7 @@ def connect(address: str | None, log: Callable[[str], None]) -> bool:
             log("analyse --ray: no Ray cluster found (no --address, RAY_ADDRESS unset, none started on this "
                 "machine): starting a local one, which sees this machine's disk only")
             ray_local.prepare_local_cluster_env()
-            ray.init(**kw)
+            ray_local.init_local_ray(ray, kw, log=log)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
         raise RaySetupError(f"cannot connect to the Ray cluster {target or ''}: {type(exc).__name__}: {exc}") from exc
     return True
