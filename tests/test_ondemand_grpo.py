@@ -19,7 +19,10 @@ from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 from mindspeed_profiler.ondemand import transport as tp
 from profiler_testutil import capture_dirs, meta_of
 
-pytestmark = pytest.mark.slow
+# the module's fixture trains twice, 60 iterations each, inside the first test's time limit: under
+# pytest.ini's 300 s on the usual 2-core box, over it on one slowed ~3x (1.5 s an iteration against
+# ~0.5: a CI run here timed out in the second training, 266 s after the first began): 1200 s
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 # 60, not 40: "the next N" lands where the trigger predicts every worker can still reach, its poll cycle
 # plus two seconds of slack ahead (about 8 iterations at this pace on a quiet box, 17 on a loaded CI
