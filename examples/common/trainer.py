@@ -44,16 +44,14 @@ def split_overrides(config_path: str | Path, section: str, overrides: Sequence[s
 
 def check_straggler(settings: dict[str, Any], ranks: int, section: str) -> None:
     """`straggler_rank` (an actor rank, or null: off) and `straggler_ms` (>= 0): the delay before that
-    rank's gradient all-reduce (workers.PolicyWorker._all_reduce_grads); `log_prob_delay_ms` (>= 0):
-    the delay inside every log-prob stage (workers.PolicyWorker.compute_log_prob)."""
+    rank's gradient all-reduce (workers.PolicyWorker._all_reduce_grads)."""
     rank = settings.get("straggler_rank")
     if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < ranks):
         raise ValueError(f"{section}.straggler_rank={rank!r} must be an actor rank from 0 to {ranks - 1} "
                          f"({section}.actor_ranks={ranks}), or null (no straggler)")
-    for key in ("straggler_ms", "log_prob_delay_ms"):
-        problem = async_loop.delay_problem(settings, section, key)
-        if problem:
-            raise ValueError(problem)
+    problem = async_loop.delay_problem(settings, section, "straggler_ms")
+    if problem:
+        raise ValueError(problem)
 
 
 LONG_TAIL_MAX_TOKENS = 4096   # the model gets a position per token: a bound on its size
@@ -273,6 +271,8 @@ def run_trainer(trainer_cls: type[Trainer], config_path: str | Path, overrides: 
     check_straggler(settings, n_actors, trainer_cls.section)
     check_generation(settings, trainer_cls.section)
     problems = async_loop.check_async(settings, trainer_cls.section)
+    # log_prob_delay_ms: the delay inside every log-prob stage (workers.PolicyWorker.compute_log_prob)
+    problems += filter(None, [async_loop.delay_problem(settings, trainer_cls.section, "log_prob_delay_ms")])
     if async_loop.is_async(settings) and getattr(trainer_cls, "async_actor_cls", None) is None:
         problems.append(f"{trainer_cls.section}.mode=async: this trainer has no asynchronous mode; allowed: sync")
     if problems:
