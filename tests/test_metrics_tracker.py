@@ -10,8 +10,6 @@ the closeness within TOL_S; and the loops run without the cyclic GC, which by th
 suite scans ~580k objects (a full collection: ~290 ms on a slow 2-core box)."""
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import os
 import subprocess
@@ -25,6 +23,7 @@ import pytest
 from conftest import REPO_ROOT
 from mindspeed_profiler import IntegratedProfiler
 from mindspeed_profiler.core import formats
+from mindspeed_profiler.core.gcpause import collector_paused
 from mindspeed_profiler import load_config, tracing
 from mindspeed_profiler.analysis.timeline import merge
 from mindspeed_profiler.metrics import PEAKS, ModelSize, from_megatron, from_module, peak_tflops
@@ -45,22 +44,10 @@ def rows_of(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-@contextlib.contextmanager
-def no_gc():
-    """The cyclic GC off while the loop runs (the module docstring says why)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def run_loop(prof, iters: int, tokens=lambda it: 100 * it, samples=lambda it: 4 * it):
     """Stages with known sleeps; returns what the test measured itself per iteration: the stage
     times and the iteration wall (from start / step to the next step)."""
-    with no_gc():
+    with collector_paused():
         return _run_loop(prof, iters, tokens, samples)
 
 
@@ -115,7 +102,7 @@ def test_key_order_and_a_stage_called_twice_is_summed(tmp_path, clean_state):
     prof.set_model(parameters=N)
     prof.start()
     spent = 0.0
-    with no_gc():
+    with collector_paused():
         for _ in range(2):
             t0 = time.perf_counter()
             with prof.stage("actor_generate"):

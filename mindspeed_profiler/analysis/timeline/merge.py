@@ -22,21 +22,20 @@ the reference (driver) clock by the recorded offset. `ts` is in microseconds sin
 """
 from __future__ import annotations
 
-import contextlib
-import gc
 import gzip as _gzip
 import os
 import pathlib
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Callable, Iterator, Optional
+from typing import Any, BinaryIO, Callable, Optional
 
 import orjson
 
 from mindspeed_profiler.core.fileio import atomic_path, read_json_object, write_atomic
 
 from mindspeed_profiler.core import formats
+from mindspeed_profiler.core.gcpause import collector_paused
 from mindspeed_profiler.analysis.parsing import segments as segment
 from mindspeed_profiler.analysis.timeline.pftrace import PftraceWriter, write_tail
 from mindspeed_profiler.analysis.timeline.sample_tracks import add_sample_tracks, samples_dir_of
@@ -144,7 +143,8 @@ def merge_timeline_dir(timeline_dir: str, gzip: bool = False, cut: Cut | None = 
         out = _write_trace(directory, TIMELINE_NAME, rlinf, gzip)   # RLinf's alone, Perfetto-ready
         pf = _write_pftrace_of(directory / pftrace_name(TIMELINE_NAME), rlinf) if pftrace else None
         return MergeResult(out, pf, rlinf["otherData"])
-    with _collector_paused():
+    # millions of short-lived tuples and no cycles: the collector's passes would cost ~10% of the merge
+    with collector_paused():
         return _merge_segments(directory, timeline_dir, rlinf, gzip, cut, pftrace)
 
 
@@ -211,20 +211,6 @@ def _too_big(what: str) -> str:
     return (f"the JSON timeline {what}: more than a browser can open (about {BROWSER_MAX_EVENTS // 10**6} M events "
             f"or {BROWSER_MAX_BYTES >> 30} GiB). Open {pftrace_name(TIMELINE_NAME)} in https://ui.perfetto.dev "
             "(Open trace file), or cut the JSON: mindspeed-profiler merge DIR --max-spans N / --window START:END")
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while the merge runs: it makes millions of short-lived
-    tuples and no reference cycles (refcounting frees everything), and the collector's passes
-    over those tuples cost ~10% of the merge."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 class _nothing:
