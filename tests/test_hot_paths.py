@@ -137,11 +137,12 @@ def test_switch_follows_the_device_markers(clean_state, tmp_path):
 
 
 def test_after_fork_child_turns_switch_off(clean_state, tmp_path):
-    init_tracer(tracer_cfg(tmp_path), role="r", rank=0)
-    api._after_fork_in_child()
+    rec = init_tracer(tracer_cfg(tmp_path), role="r", rank=0)
+    api._after_fork_in_child()   # called here, in the parent: the recorder's flusher is still alive
     try:
         assert SWITCH.on is False
     finally:
+        rec.close()   # what a real child never has to do; else its thread outlives the test
         shutdown_tracer()
 
 
