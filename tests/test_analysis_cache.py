@@ -207,6 +207,24 @@ def test_fingerprint_covers_the_capture_directory_and_its_files(tmp_path):
     assert [r[0] for r in loose] == ["b.json"]
 
 
+def test_the_listing_skips_the_output_directory_also_through_a_link(tmp_path):
+    """`skip` (collect.py: the output directory, where this run writes) is left out wherever the
+    walk meets it: by its own path, and through a link from inside the root to an output directory
+    elsewhere; hidden directories, the top-level outputs and a skip that does not exist change nothing."""
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere" / "out"
+    for f in ("a_pt/x.json", "out/summary.json", "deep/one/y.json", ".hidden/z.json",
+              formats.ANALYSIS_DIR + "/s.json", "deep/" + formats.ANALYSIS_DIR + "/kept.json"):
+        (root / f).parent.mkdir(parents=True, exist_ok=True)
+        (root / f).write_text("{}")
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "summary.json").write_text("{}")
+    os.symlink(elsewhere, root / "deep" / "one" / "to_out")
+    kept = {"a_pt/x.json", "deep/one/y.json", "deep/" + formats.ANALYSIS_DIR + "/kept.json"}
+    assert set(result_cache.listing(root)) == kept | {"out/summary.json", "deep/one/to_out/summary.json"}
+    assert set(result_cache.listing(root, skip=[root / "out", tmp_path / "missing"])) == kept | {"deep/one/to_out/summary.json"}
+    assert set(result_cache.listing(root, skip=[elsewhere])) == kept | {"out/summary.json"}
+
+
 def test_a_result_json_cannot_give_back_is_not_stored(tmp_path):
     from mindspeed_profiler.analysis.inputs.record import Capture
 

@@ -60,6 +60,15 @@ def code_identity(package: Path = _PACKAGE) -> str:
     return h.hexdigest()
 
 
+def _identity(path: Path | str) -> tuple[int, int] | None:
+    """(device, inode) of what `path` names, links followed; None when it cannot be stat'ed."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def listing(root: Path, skip: Iterable[Path] = (), skip_dirs: tuple[str, ...] = (formats.ANALYSIS_DIR, formats.REQUESTS_DIR)) -> Listing:
     """Every file discovery can see under `root` (as discovery walks: links followed, hidden
     directories and the top-level outputs skipped; also `skip`, e.g. the output directory), with
@@ -68,11 +77,13 @@ def listing(root: Path, skip: Iterable[Path] = (), skip_dirs: tuple[str, ...] = 
     if root.is_file():
         st = root.stat()
         return {root.name: (st.st_size, st.st_mtime_ns)}
-    skipped = {os.path.realpath(p) for p in skip}
+    # each skipped directory as (device, inode), as walk() knows a directory: realpath() per
+    # directory lstat'ed every level above it, O(depth^2) calls (1,100 deep: ~100 s)
+    skipped = set(filter(None, map(_identity, skip)))
     out: Listing = {}
     for d, dirs, files in walk(root):
         dirs[:] = [x for x in dirs if not x.startswith(".") and not (d == root and x in skip_dirs)
-                   and os.path.realpath(d / x) not in skipped]
+                   and not (skipped and _identity(d / x) in skipped)]
         base = os.path.relpath(d, root)
         for n in files:
             try:
