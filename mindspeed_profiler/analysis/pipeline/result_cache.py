@@ -78,7 +78,7 @@ def listing(root: Path, skip: Iterable[Path] = (), skip_dirs: tuple[str, ...] = 
         st = root.stat()
         return {root.name: (st.st_size, st.st_mtime_ns)}
     # each skipped directory as (device, inode), as walk() knows a directory: realpath() per
-    # directory lstat'ed every level above it, O(depth^2) calls (1,100 deep: ~100 s)
+    # directory lstat'ed every level above it, O(depth^2) calls (a 1,100-deep tree: 53 s a listing)
     skipped = set(filter(None, map(_identity, skip)))
     out: Listing = {}
     for d, dirs, files in walk(root):
