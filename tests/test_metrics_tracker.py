@@ -48,26 +48,22 @@ def run_loop(prof, iters: int, tokens=lambda it: 100 * it, samples=lambda it: 4 
     """Stages with known sleeps; returns what the test measured itself per iteration: the stage
     times and the iteration wall (from start / step to the next step)."""
     with collector_paused():
-        return _run_loop(prof, iters, tokens, samples)
-
-
-def _run_loop(prof, iters, tokens, samples):
-    measured = []
-    prof.start()
-    began = time.perf_counter()
-    for it in range(1, iters + 1):
-        stages = {}
-        for name, seconds in SLEEPS.items():
-            t0 = time.perf_counter()
-            with prof.stage(name):
-                time.sleep(seconds)
-            stages[name] = time.perf_counter() - t0
-        ended = time.perf_counter()
-        prof.step(tokens=tokens(it), samples=samples(it), prompt_tokens=40 * it, response_tokens=60 * it)
-        measured.append({"stages": stages, "wall": ended - began})
+        measured = []
+        prof.start()
         began = time.perf_counter()
-    prof.stop()
-    return measured
+        for it in range(1, iters + 1):
+            stages = {}
+            for name, seconds in SLEEPS.items():
+                t0 = time.perf_counter()
+                with prof.stage(name):
+                    time.sleep(seconds)
+                stages[name] = time.perf_counter() - t0
+            ended = time.perf_counter()
+            prof.step(tokens=tokens(it), samples=samples(it), prompt_tokens=40 * it, response_tokens=60 * it)
+            measured.append({"stages": stages, "wall": ended - began})
+            began = time.perf_counter()
+        prof.stop()
+        return measured
 
 
 def test_one_row_per_iteration_with_times_throughput_and_mfu(tmp_path, clean_state):

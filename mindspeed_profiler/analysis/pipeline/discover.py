@@ -89,16 +89,23 @@ def keep_regular(root: Path, cap: Capture, paths: Iterable[Path]) -> list[Path]:
     return keep
 
 
+def dir_identity(path: Path | str) -> tuple[int, int] | None:
+    """(device, inode) of what `path` names, links followed: how walk() knows a directory; None
+    when it cannot be stat'ed."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def walk(top: Path, onerror: Callable[[OSError], None] | None = None) -> Iterator[tuple[Path, list[str], list[str]]]:
     """os.walk(top, followlinks=True) top-down, names sorted, without recursion: Python 3.11's
     os.walk recurses once per level and failed with RecursionError 1,000 directories deep. The
     caller prunes the directory names in place, as with os.walk. Links are followed, each real
     directory (device, inode) once, so a symbolic link loop is cut."""
-    try:
-        st = os.stat(top)
-        seen = {(st.st_dev, st.st_ino)}
-    except OSError:
-        seen = set()
+    top_id = dir_identity(top)
+    seen = {top_id} if top_id is not None else set()
     stack = [Path(top)]
     while stack:
         d = stack.pop()
@@ -120,12 +127,9 @@ def walk(top: Path, onerror: Callable[[OSError], None] | None = None) -> Iterato
         yield d, dirs, files
         below = []
         for name in dirs:
-            try:
-                st = os.stat(d / name)
-            except OSError:
-                continue
-            if (st.st_dev, st.st_ino) not in seen:
-                seen.add((st.st_dev, st.st_ino))
+            key = dir_identity(d / name)
+            if key is not None and key not in seen:
+                seen.add(key)
                 below.append(d / name)
         stack.extend(reversed(below))   # depth first, in name order, as os.walk
 

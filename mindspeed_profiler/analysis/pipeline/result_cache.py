@@ -29,7 +29,7 @@ import orjson
 from mindspeed_profiler.core import fileio, formats
 
 from mindspeed_profiler.analysis.inputs.record import Capture
-from mindspeed_profiler.analysis.pipeline.discover import walk
+from mindspeed_profiler.analysis.pipeline.discover import dir_identity, walk
 
 CACHE_DIR = formats.ANALYSIS_CACHE_DIR   # under the output directory (a dot: discovery never walks into it)
 CACHE_SCHEMA = 1                    # bump when a per-capture result changes shape in a way the source stats miss
@@ -60,15 +60,6 @@ def code_identity(package: Path = _PACKAGE) -> str:
     return h.hexdigest()
 
 
-def _identity(path: Path | str) -> tuple[int, int] | None:
-    """(device, inode) of what `path` names, links followed; None when it cannot be stat'ed."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
 def listing(root: Path, skip: Iterable[Path] = (), skip_dirs: tuple[str, ...] = (formats.ANALYSIS_DIR, formats.REQUESTS_DIR)) -> Listing:
     """Every file discovery can see under `root` (as discovery walks: links followed, hidden
     directories and the top-level outputs skipped; also `skip`, e.g. the output directory), with
@@ -79,11 +70,11 @@ def listing(root: Path, skip: Iterable[Path] = (), skip_dirs: tuple[str, ...] = 
         return {root.name: (st.st_size, st.st_mtime_ns)}
     # each skipped directory as (device, inode), as walk() knows a directory: realpath() per
     # directory lstat'ed every level above it, O(depth^2) calls (a 1,100-deep tree: 53 s a listing)
-    skipped = set(filter(None, map(_identity, skip)))
+    skipped = set(filter(None, map(dir_identity, skip)))
     out: Listing = {}
     for d, dirs, files in walk(root):
         dirs[:] = [x for x in dirs if not x.startswith(".") and not (d == root and x in skip_dirs)
-                   and not (skipped and _identity(d / x) in skipped)]
+                   and not (skipped and dir_identity(d / x) in skipped)]
         base = os.path.relpath(d, root)
         for n in files:
             try:
