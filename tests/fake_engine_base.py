@@ -117,12 +117,13 @@ class FakeServer:
     at a time on one engine thread (a torch profiler is started and stopped on the same thread, as
     in an engine's worker); a handler's exception is an HTTP 400 with its text (as the engines
     answer a bad request); `status` forces a status for every request (e.g. 500), `delay_s` delays
-    every answer."""
+    every answer, `delays[path]` the answers to one path."""
 
     def __init__(self, routes: dict[str, Callable[[Any], Any]]):
         self.routes = routes
         self.status: int | None = None
         self.delay_s = 0.0
+        self.delays: dict[str, float] = {}
         self.requests: list[tuple[str, Any]] = []
         self.engine_thread = ThreadPoolExecutor(max_workers=1)
         server = self
@@ -133,8 +134,9 @@ class FakeServer:
                 raw = self.rfile.read(length) if length else b""
                 body = json.loads(raw) if raw.strip() else None
                 server.requests.append((self.path, body))
-                if server.delay_s:
-                    threading.Event().wait(server.delay_s)
+                delay = server.delays.get(self.path, server.delay_s)
+                if delay:
+                    threading.Event().wait(delay)
                 code, reply = server.status or 200, {"ok": True}
                 if server.status is None:
                     try:

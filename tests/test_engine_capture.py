@@ -188,6 +188,56 @@ def test_an_engine_failure_is_a_warning_and_training_goes_on(tmp_path, vllm, run
     assert runtime_warnings("training goes on"), fault
 
 
+class _LateAsyncEngine:
+    """An AsyncLLM-like engine (coroutines on its own loop) whose start_profile answers late."""
+
+    def __init__(self, delay_s: float):
+        self.delay_s, self.calls = delay_s, []
+
+    async def start_profile(self, profile_prefix=None, **options):
+        await asyncio.sleep(self.delay_s)
+        self.calls.append("start")
+
+    async def stop_profile(self):
+        self.calls.append("stop")
+
+
+@pytest.mark.parametrize("how", ["http", "coroutine"])
+def test_hostile4_item6_a_start_answered_late_is_always_stopped(tmp_path, vllm, runtime_warnings, how):
+    """Issue 45 item 6: a start_profile that answers after timeout_s fails the capture, and the
+    engine is told to stop at once: an engine that began recording late must not record for the
+    rest of the run (before: no stop_profile was ever sent)."""
+    cfg = profile_config(tmp_path, backend="markers", stage="actor_generate", profile_step_start=1, profile_step_end=2)
+    prof = IntegratedProfiler(cfg, role="actor", rank=0, world_size=1)
+    if how == "http":
+        srv = FakeServer({"/start_profile": lambda b: {}, "/stop_profile": lambda b: {}})
+        srv.delays["/start_profile"] = 0.6
+        with srv:
+            handle = attach_engine(prof, srv.url, kind="vllm", timeout_s=0.2)
+            run(prof, 1)
+            paths = [p for p, _ in srv.requests]
+        assert paths == ["/start_profile", "/stop_profile"], paths
+    else:
+        engine = _LateAsyncEngine(0.4)
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, daemon=True)
+        thread.start()
+        try:
+            handle = attach_engine(prof, engine, kind="vllm", loop=loop, timeout_s=0.1)
+            run(prof, 1)
+            for _ in range(100):   # the start goes on on the engine's loop; the stop is queued behind it
+                if "stop" in engine.calls:
+                    break
+                threading.Event().wait(0.02)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(5)
+        assert engine.calls[-1] == "stop", engine.calls
+    [meta] = handle.captures
+    assert meta["status"] == "failed" and meta["errors"][0]["phase"] == "start"
+    assert any("stop_profile sent at once" in n for n in meta["notes"]), meta["notes"]
+
+
 def test_in_process_engine_is_skipped_while_our_capture_records(tmp_path, vllm, runtime_warnings):
     """MindSpeed-RL's integrated mode: the engine runs in the actor's process, where our torch
     capture of the stage already records its ops; starting a second torch profiler there would

@@ -33,7 +33,7 @@ from mindspeed_profiler.capture.stages import check_stage_name
 from mindspeed_profiler.engines.capture import EngineCapture
 from mindspeed_profiler.engines.outputs import engine_dir
 from mindspeed_profiler.engines.sglang_engine import SGLANG, SglangDriver, server_env
-from mindspeed_profiler.engines.vllm_engine import VLLM, VLLM_ASCEND, VllmDriver, profiler_config
+from mindspeed_profiler.engines.vllm_engine import VLLM, VLLM_ASCEND, VllmDriver, activities, engine_device, profiler_config
 from mindspeed_profiler.runtime.manifest import split_config
 
 ENGINES = (VLLM, VLLM_ASCEND, SGLANG)
@@ -46,11 +46,13 @@ def check_engine(name: object) -> str:
     return name   # type: ignore[return-value]
 
 
-def engine_profiler_args(cfg: Any, *, engine: str = VLLM) -> dict[str, Any]:
+def engine_profiler_args(cfg: Any, *, engine: str = VLLM, device: str | None = None) -> dict[str, Any]:
     """What the engine must be built with for our config (a ProfilerConfig or its `.integrated`) to
-    drive its captures, as `{"kwargs": ..., "env": ..., "cli": ...}`:
+    drive its captures, as `{"kwargs": ..., "env": ..., "cli": ..., "notes": ...}`:
     - vllm / vllm-ascend: kwargs `profiler_config` (ProfilerConfig's fields: the torch profiler writing
-      into `<save_path>/engine/<engine>/`, our flags) and `disable_log_stats=False` (LLM turns the
+      into `<save_path>/engine/<engine>/`, our flags, the activities the engine's `device` records:
+      cpu | cuda | xpu, by default vLLM's own platform, else what torch sees here; a CPU engine gets
+      CPU only, and `notes` says what was dropped) and `disable_log_stats=False` (LLM turns the
       per-request stats off otherwise, and the per-sample records need them): `LLM(model, **kwargs)`;
       cli: `vllm serve`'s `--profiler-config <json>`.
     - sglang: kwargs `enable_metrics=True` (the per-request timing in meta_info), env
@@ -61,10 +63,13 @@ def engine_profiler_args(cfg: Any, *, engine: str = VLLM) -> dict[str, Any]:
     name = check_engine(engine)
     directory = engine_dir(integ.profile_save_path, name)
     if name == SGLANG:
-        return {"kwargs": {"enable_metrics": True}, "env": server_env(integ, directory), "cli": ["--enable-metrics"]}
-    pc = profiler_config(integ, directory, ascend=name == VLLM_ASCEND)
+        return {"kwargs": {"enable_metrics": True}, "env": server_env(integ, directory), "cli": ["--enable-metrics"],
+                "notes": []}
+    ascend = name == VLLM_ASCEND
+    kind = "cuda" if ascend else engine_device(device)   # vllm-ascend sets its own activities
+    pc = profiler_config(integ, directory, ascend=ascend, device=kind)
     return {"kwargs": {"profiler_config": pc, "disable_log_stats": False}, "env": {},
-            "cli": ["--profiler-config", json.dumps(pc)]}
+            "cli": ["--profiler-config", json.dumps(pc)], "notes": [] if ascend else activities(integ, kind)[1]}
 
 
 def engine_kind(engine: Any, kind: str | None = None) -> str:
@@ -105,7 +110,8 @@ def attach_engine(profiler: Any, engine: Any, *, stage: str = DEFAULT_STAGE, rep
                   tp_rank: int | None = None, kind: str | None = None, role: str | None = None,
                   output_dir: str | os.PathLike | None = None, num_steps: int | None = None,
                   profile_by_stage: bool = False, in_process: bool = False,
-                  loop: asyncio.AbstractEventLoop | None = None, timeout_s: float = 60.0) -> EngineCapture:
+                  loop: asyncio.AbstractEventLoop | None = None, timeout_s: float = 60.0,
+                  device: str | None = None) -> EngineCapture:
     """Make `engine` capture the calls of `stage` that `profiler` (an IntegratedProfiler) selects;
     returns the handle (an observer of the profiler; `detach()` ends it).
 
@@ -121,6 +127,8 @@ def attach_engine(profiler: Any, engine: Any, *, stage: str = DEFAULT_STAGE, rep
     there (one torch profiler per process; that capture already holds the engine's ops). `loop`:
     the event loop an AsyncLLM runs on (engines/calls.settle); `timeout_s`: the most an HTTP call or a
     coroutine may take (a plain method call, e.g. LLM.stop_profile, is not bounded: it runs on this thread).
+    `device`: the vLLM engine workers' device type (cpu | cuda | xpu) when the engine does not tell
+    (a server URL); its activities are named in each capture's notes.
     Bad arguments are a ValueError naming the argument, its value and what is allowed."""
     name = engine_kind(engine, kind)
     check_stage_name(stage)
@@ -142,7 +150,7 @@ def attach_engine(profiler: Any, engine: Any, *, stage: str = DEFAULT_STAGE, rep
         driver: Any = SglangDriver(engine, directory, profile_by_stage=profile_by_stage, num_steps=num_steps,
                                    timeout_s=timeout_s)
     else:
-        driver = VllmDriver(engine, directory, ascend=name == VLLM_ASCEND, timeout_s=timeout_s)
+        driver = VllmDriver(engine, directory, ascend=name == VLLM_ASCEND, timeout_s=timeout_s, device=device)
     handle = EngineCapture(profiler, driver, stage=stage, role=role, replica=replica, tp_rank=tp_rank,
                            version=engine_version(engine), num_steps=num_steps, in_process=in_process, loop=loop,
                            timeout_s=timeout_s)

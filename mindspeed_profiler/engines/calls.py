@@ -16,6 +16,7 @@ Coroutines (`settle`), chosen so that the engine's own loop runs them whenever w
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import json
 import urllib.error
@@ -41,6 +42,17 @@ def settle(value: Any, loop: asyncio.AbstractEventLoop | None = None, timeout_s:
 
 async def _as_coroutine(awaitable: Any) -> Any:
     return await awaitable
+
+
+# what a call past its timeout_s raises: settle's waits (concurrent.futures' is TimeoutError's alias
+# only from Python 3.11), urlopen's read (socket.timeout is TimeoutError)
+TIMEOUTS = (TimeoutError, concurrent.futures.TimeoutError, asyncio.TimeoutError)
+
+
+def is_timeout(exc: BaseException) -> bool:
+    """Whether `exc` says a call did not answer in time (urlopen's connect timeout comes wrapped in
+    a URLError whose reason is one): the engine may still act on it later."""
+    return isinstance(exc, TIMEOUTS) or isinstance(getattr(exc, "reason", None), TIMEOUTS)
 
 
 def is_pending(value: Any) -> bool:

@@ -19,7 +19,7 @@ from mindspeed_profiler.capture.schedule import Plan
 from mindspeed_profiler.core import fileio, formats
 from mindspeed_profiler.core.state import STATE
 from mindspeed_profiler.core.warn import warn_once
-from mindspeed_profiler.engines.calls import is_pending, settle
+from mindspeed_profiler.engines.calls import is_pending, is_timeout, settle
 from mindspeed_profiler.engines.outputs import Session, is_ascend_dir, place
 from mindspeed_profiler.runtime.manifest import capture_metadata
 from mindspeed_profiler.runtime.megatron import parallel_layout, parallel_selected
@@ -116,7 +116,10 @@ class EngineCapture(Observer):
         try:
             started = settle(self.driver.start(prefix, dict(options), self.num_steps), self.loop, self.timeout_s)
         except Exception as exc:
-            self._finish(session, [self._error("start", session, exc)])
+            errors = [self._error("start", session, exc)]
+            if is_timeout(exc):
+                self._stop_late_start(session, errors)
+            self._finish(session, errors)
             return None
         session.start_task = started if is_pending(started) else None
         if session.start_task is not None:
@@ -166,6 +169,19 @@ class EngineCapture(Observer):
                     except Exception as exc:
                         errors.append(self._error("stop", session, exc))
                 self._finish(session, errors)
+
+    def _stop_late_start(self, session: Session, errors: list[dict[str, Any]]) -> None:
+        """A start that did not answer within timeout_s may still begin (the server or the engine's
+        loop goes on with it): the engine is told to stop at once, so that it does not record for
+        the rest of the run. vLLM orders the two (AsyncLLM's profile lock); a stop that fails is
+        one more error of the failed capture."""
+        session.meta["notes"].append(f"start_profile did not answer within timeout_s ({self.timeout_s:g} s): "
+                                     "stop_profile sent at once, so that an engine that starts late does not record "
+                                     "for the rest of the run")
+        try:
+            settle(self.driver.stop(), self.loop, self.timeout_s)
+        except Exception as exc:
+            errors.append(self._error("stop", session, exc))
 
     def _finish(self, session: Session, errors: list[dict[str, Any]]) -> None:
         try:
