@@ -12,6 +12,10 @@ more than that many raw traces on disk and in flight. A thread, not a process: t
 by then is returned so the caller can say so. A daemon thread, because the interpreter joins
 non-daemon threads before atexit handlers run, where the profilers are stopped.
 
+The same thread runs the periodic checks registered with `every(key, fn)` (the host memory
+watermark, metrics/host_watermark.py) about every TICK_S while it waits for a job, and after each
+job: they must be quick and never raise (an exception is swallowed).
+
 The one documented global: `WRITER` (a process has one; a fork's child starts with a fresh one).
 """
 from __future__ import annotations
@@ -23,6 +27,7 @@ import time
 from typing import Callable
 
 MAX_IN_FLIGHT = 2  # captures queued behind the one being written
+TICK_S = 0.5       # how often the periodic checks run while the thread waits
 
 
 class Job:
@@ -45,6 +50,27 @@ class ExportWriter:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.pending: list[Job] = []   # submitted, not done (oldest first)
+        self.ticks: dict[object, Callable[[], None]] = {}   # every(): run on this thread about every TICK_S
+
+    def every(self, key: object, fn: Callable[[], None]) -> None:
+        """Run `fn()` on the writer thread about every TICK_S (started if needed); `key` replaces
+        an earlier one (cancel(key) removes it)."""
+        with self._lock:
+            self.ticks[key] = fn
+        self._ensure_thread()
+
+    def cancel(self, key: object) -> None:
+        with self._lock:
+            self.ticks.pop(key, None)
+
+    def _tick(self) -> None:
+        with self._lock:
+            fns = list(self.ticks.values())
+        for fn in fns:
+            try:
+                fn()
+            except Exception:   # a check reports its own failures; this is the last net
+                pass
 
     def submit(self, name: str, run: Callable[[], None]) -> tuple[Job, float]:
         """Queue `run` (it must not raise; an exception is kept on the job); returns the job and
@@ -75,7 +101,11 @@ class ExportWriter:
 
     def _loop(self) -> None:
         while True:
-            job = self._queue.get()
+            try:
+                job = self._queue.get(timeout=TICK_S)
+            except queue.Empty:
+                self._tick()
+                continue
             try:
                 job.run()
             except BaseException as exc:   # a job reports its own failures; this is the last net
@@ -85,6 +115,7 @@ class ExportWriter:
                     if job in self.pending:
                         self.pending.remove(job)
                 job.done.set()
+            self._tick()
 
 
 WRITER = ExportWriter()
