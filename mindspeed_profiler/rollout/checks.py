@@ -25,7 +25,7 @@ NS = 1_000_000_000
 # the sample line's keys, in the documented order
 SAMPLE_KEYS = ("type", "iteration", "stage", "id", "prompt_tokens", "response_tokens", "start_ns", "first_token_ns",
                "end_ns", "finish_reason", "truncated", "policy_version", "reward_s", "tool_s", "queue_s", "prefill_s",
-               "decode_s", "problem")
+               "decode_s", "preemptions", "problem")
 DURATIONS = ("reward_s", "tool_s", "queue_s", "prefill_s", "decode_s")
 
 
@@ -152,7 +152,7 @@ def to_ns(seconds: float | None) -> int | None:
 def sample_line(iteration: int, stage: str, sample_id: Any, *, prompt_tokens: Any = None, response_tokens: Any = None,
                 start: Any = None, first_token: Any = None, end: Any = None, finish_reason: Any = None,
                 max_tokens: Any = None, policy_version: Any = None, durations: dict[str, Any] | None = None,
-                now_s: float, problems: list[str] | None = None) -> dict[str, Any]:
+                now_s: float, problems: list[str] | None = None, preemptions: Any = None) -> dict[str, Any]:
     """The `sample` line of one sample (keys in SAMPLE_KEYS' order). `start`, `first_token`, `end`:
     wall-clock seconds already converted from the engine's clock; `durations`: any of DURATIONS,
     seconds; `problems`: what the caller already found wrong with this sample."""
@@ -175,6 +175,7 @@ def sample_line(iteration: int, stage: str, sample_id: Any, *, prompt_tokens: An
     }
     for name in DURATIONS:
         line[name] = duration(name, given.get(name), problems)
+    line["preemptions"] = count("preemptions", preemptions, problems)
     line["problem"] = "; ".join(problems) if problems else None
     return line
 

@@ -70,13 +70,13 @@ def vllm_lines(raws: list[tuple[Any, ...]], ctx: Context) -> Converted:
     missing = with_metrics = 0
     for rid, n_prompt, comps, times in raws:
         problems: list[str] = []
-        start = first = end = None
+        start = first = end = preempted = None
         durations: dict[str, Any] = {}
         if times is None:
             missing += 1
         else:
             with_metrics += 1
-            arrival, queued, scheduled, first_ts, last_ts = times
+            arrival, queued, scheduled, first_ts, last_ts, preempted = times
             start = _engine_ts("metrics.arrival_time", arrival, problems)   # time.time(): wall clock already
             q = _engine_ts("metrics.queued_ts", queued, problems)            # the others: engine monotonic
             s = _engine_ts("metrics.scheduled_ts", scheduled, problems)
@@ -96,9 +96,15 @@ def vllm_lines(raws: list[tuple[Any, ...]], ctx: Context) -> Converted:
             lines.append(checks.sample_line(ctx.iteration, ctx.stage, sid, prompt_tokens=n_prompt,
                                             response_tokens=n_tokens, start=start, first_token=first, end=end,
                                             finish_reason=reason, durations=durations, now_s=ctx.now_s,
-                                            problems=problems))
+                                            problems=problems, preemptions=preempted))
     if missing:
         batch.insert(0, f"{NO_METRICS} ({missing} of {missing + with_metrics} requests)")
+    shared = sum(1 for _, _, comps, times in raws if times is not None and len(comps) > 1)
+    if shared:
+        batch.append(f"{shared} requests with several completions (SamplingParams n > 1): vLLM keeps one "
+                     "RequestStateStats per request, the completion that finished last: their samples share its "
+                     "first-token and end times, queue / prefill / decode and preemptions (send one request per "
+                     "sample for each sample's own)")
     return Converted(lines, CLOCK_VLLM if with_metrics else CLOCK_NONE, batch)
 
 

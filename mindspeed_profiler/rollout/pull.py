@@ -8,7 +8,8 @@ exception in it (a mixed batch, an object that is not what it seems) reruns the 
 
 What is kept (names as vLLM 0.33 and SGLang 0.5.23 spell them, docs/engines_api.md):
 - vllm: `(request_id, len(prompt_token_ids) or None, ((index, len(token_ids), finish_reason), ...),
-  (arrival_time, queued_ts, scheduled_ts, first_token_ts, last_token_ts) or None)` per RequestOutput
+  (arrival_time, queued_ts, scheduled_ts, first_token_ts, last_token_ts, num_preemptions) or None)`
+  per RequestOutput
   (its CompletionOutputs; its `metrics`, a RequestStateStats or None);
 - sglang: a copy of the result's `meta_info`;
 - dict: a copy of the caller's dict.
@@ -20,7 +21,7 @@ from typing import Any, Iterable, Mapping
 
 VLLM, SGLANG, DICT = "vllm", "sglang", "dict"
 SOURCES = (VLLM, SGLANG, DICT)
-METRIC_FIELDS = ("arrival_time", "queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts")
+METRIC_FIELDS = ("arrival_time", "queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts", "num_preemptions")
 
 
 class Pulled:
@@ -65,7 +66,8 @@ def _vllm(head: list[Any]) -> list[tuple[Any, ...]]:
         else:
             comps = tuple([(c.index, len(c.token_ids), c.finish_reason) for c in outs])
         append((o.request_id, None if p is None else len(p), comps,
-                None if m is None else (m.arrival_time, m.queued_ts, m.scheduled_ts, m.first_token_ts, m.last_token_ts)))
+                None if m is None else (m.arrival_time, m.queued_ts, m.scheduled_ts, m.first_token_ts, m.last_token_ts,
+                                        getattr(m, "num_preemptions", None))))
     return out
 
 

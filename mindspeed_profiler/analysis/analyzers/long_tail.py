@@ -98,6 +98,7 @@ def batch_rows(key: BatchKey, samples: list[Sample], dropped: int, top_n: int) -
     lat = [(s, (s.end_ns - s.start_ns) / NS) for s in timed]
     queued = [(s.queue_s, d) for s, d in lat if s.queue_s is not None]
     q = {f: _mean([getattr(s, f) for s in samples if getattr(s, f) is not None]) for f in ("queue_s", "prefill_s", "decode_s")}
+    preempt = [s.preemptions for s in samples if s.preemptions is not None]
     ident = {"run_id": run_id, "iteration": iteration, "stage": stage}
     batch = ROLLOUT_BATCHES.row(
         **ident, workers=len({(s.role, s.rank) for s in samples}), samples=len(samples), timed=n,
@@ -113,7 +114,8 @@ def batch_rows(key: BatchKey, samples: list[Sample], dropped: int, top_n: int) -
         queue_share=_share(sum(x for x, _ in queued), sum(d for _, d in queued)), queue_known=len(queued),
         known_lengths=len(tokens), tokens_p50=nearest_rank(tokens, 0.5), tokens_p90=nearest_rank(tokens, 0.9),
         tokens_p99=nearest_rank(tokens, 0.99), tokens_max=tokens[-1] if tokens else None,
-        truncated=len(cut), truncation_known=len(judged), truncated_share=_share(len(cut), len(judged)), truncated_time_share=_share(cut_busy, busy))
+        truncated=len(cut), truncation_known=len(judged), truncated_share=_share(len(cut), len(judged)), truncated_time_share=_share(cut_busy, busy),
+        preemptions=sum(preempt) if preempt else None, preempted=sum(1 for p in preempt if p > 0) if preempt else None)
     curve = [ROLLOUT_OCCUPANCY.row(**ident, t_s=t / NS, running=r, occupancy=r / n)
              for t, r in downsample(occupancy_points(spans))] if n else []
     slowest = sorted(lat, key=lambda x: (-x[1], x[0].id))[:max(top_n, 0)]
@@ -121,7 +123,8 @@ def batch_rows(key: BatchKey, samples: list[Sample], dropped: int, top_n: int) -
             "slowest": [ROLLOUT_SLOWEST.row(
                 **ident, position=i, worker=worker_name(s.role, s.rank), sample_id=s.id, latency_s=d,
                 start_s=(s.start_ns - t0) / NS, ttft_s=(s.first_token_ns - s.start_ns) / NS if s.first_token_ns is not None else None,
-                response_tokens=s.response_tokens, finish_reason=s.finish_reason, queue_s=s.queue_s)
+                response_tokens=s.response_tokens, finish_reason=s.finish_reason, queue_s=s.queue_s,
+                preemptions=s.preemptions)
                 for i, (s, d) in enumerate(slowest)]}
 
 
@@ -204,6 +207,9 @@ ROLLOUT_BATCHES = RowModel(
         Field("truncation_known", "count", "samples whose truncation is known (truncated, else finish_reason)"),
         Field("truncated_share", "share", "truncated / the samples whose truncation is known"),
         Field("truncated_time_share", "share", "the truncated samples' share of sum(end - start)"),
+        Field("preemptions", "count", "times the engine preempted the batch's samples (vLLM's num_preemptions), "
+                                      "summed over the samples that say; null when none says"),
+        Field("preempted", "count", "samples preempted at least once"),
     ))
 
 ROLLOUT_OCCUPANCY = RowModel(
@@ -240,4 +246,5 @@ ROLLOUT_SLOWEST = RowModel(
         Field("response_tokens", "count", "its response length"),
         Field("finish_reason", "text", "stop, length, abort, ..."),
         Field("queue_s", "s", "its time in the engine's queue, where given"),
+        Field("preemptions", "count", "times the engine preempted it, where given"),
     ))

@@ -42,7 +42,7 @@ INT64 = 2**63
 TIME_FIELDS = ("start_ns", "first_token_ns", "end_ns")
 TOKEN_FIELDS = ("prompt_tokens", "response_tokens")
 SECONDS_FIELDS = ("reward_s", "tool_s", "queue_s", "prefill_s", "decode_s")
-INT_FIELDS = TOKEN_FIELDS + TIME_FIELDS + ("policy_version",)
+INT_FIELDS = TOKEN_FIELDS + TIME_FIELDS + ("policy_version", "preemptions")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +67,7 @@ class Sample:
     queue_s: Optional[float] = None
     prefill_s: Optional[float] = None
     decode_s: Optional[float] = None
+    preemptions: Optional[int] = None   # times the engine preempted it (vLLM's num_preemptions), where given
     problem: Optional[str] = None
     run_id: Optional[str] = None   # the batch line's `run_id` when it has one (optional, not in version 1)
     line: int = 0
