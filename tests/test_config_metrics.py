@@ -106,7 +106,9 @@ def test_output_dir_must_be_writable_only_when_on(tmp_path):
 def test_round_trip_through_to_dict(tmp_path):
     cfg = load_config({"metrics": {"enable": True, "peak_tflops": 0.5, "parameters": 3}}, check_paths=False)
     assert cfg.to_dict()["profiler_config"]["metrics"] == {"enable": True, "output_dir": None, "peak_tflops": 0.5,
-                                                            "parameters": 3, "tensorboard": False}
+                                                            "parameters": 3, "tensorboard": False, "oom_snapshot": False,
+                                                            "oom_snapshot_entries": 100_000, "oom_snapshot_stacks": "python",
+                                                            "host_memory_watermark": 0.9}
     assert load_config(cfg.to_dict(), check_paths=False) == cfg
     assert load_config(cfg, check_paths=False) == cfg
 

@@ -179,6 +179,14 @@ class MetricsConfig:
     # the parameters a token passes through; null: the model given to set_model()
     parameters: int | None = setting(None, check_int(1, optional=True))
     tensorboard: bool = setting(False, check_bool)
+    # memory (docs/memory.md): the device allocator's history kept all run long, a ring of
+    # oom_snapshot_entries events with oom_snapshot_stacks, dumped when an out-of-memory error escapes a stage
+    oom_snapshot: bool = setting(False, check_bool)
+    oom_snapshot_entries: int = setting(100_000, check_int(1, 10_000_000))
+    oom_snapshot_stacks: str = setting("python", check_choice(("python", "all")))
+    # a share of the host memory this process may use (its cgroup's limit, else the machine's): its resident
+    # memory past it writes one record per crossing; null: off
+    host_memory_watermark: float | None = setting(0.9, check_number(optional=True, minimum=1e-6, maximum=1.0))
 
 
 @dataclass(frozen=True)
