@@ -16,6 +16,7 @@ describes the same things in prose; tests/test_formats.py keeps the two in step.
         <group>_rank<R>.iterations.jsonl         system_iterations_name(): the worker's iteration boundaries
         <group>_rank<R><report suffix>           system_report_name() (SYSTEM_REPORTS: per tool)
       metrics/<role>_rank<R>.jsonl               METRICS_DIR (or metrics.output_dir), metrics_file_name(): one row per iteration
+      metrics/memory/                            MEMORY_DIR: per-stage memory and out-of-memory records (memory_*_name())
       analysis/summary.json, report.html, analysis.db
       requests/<id>.json, requests/workers/<role>_rank<R>.json   REQUESTS_DIR: on-demand capture
       profiler_config.json                       TORCH_NPU_DYNAMIC_FILE (torch_npu's request format)
@@ -337,6 +338,33 @@ def parse_metrics_file_name(name: str) -> tuple[str, int] | None:
     """(role, rank) of a metrics_file_name(), or None for another file."""
     m = METRICS_FILE_RE.match(name)
     return (m["role"], int(m["rank"])) if m and int(m["rank"]) <= MAX_RANK else None
+
+
+# per-stage memory and out-of-memory records (metrics/memory_tracking.py, docs/memory.md), in
+# MEMORY_DIR under the metrics directory:
+#   <role>_rank<R>.stages.jsonl                   one "worker" line, then one "stage" line per stage call
+#   <role>_rank<R>.<kind>.<pid>-<n>.memory.json   an out-of-memory error's or a host watermark's record
+#   <role>_rank<R>.<kind>.<pid>-<n>.memory_snapshot.pickle   the allocator's snapshot of that record
+MEMORY_DIR = "memory"
+MEMORY_STAGES_SUFFIX = ".stages.jsonl"
+MEMORY_RECORD_SUFFIX = ".memory.json"
+MEMORY_STAGES_RE = re.compile(r"^(?P<role>[A-Za-z0-9][A-Za-z0-9_.\-]*?)_rank(?P<rank>\d+)" + re.escape(MEMORY_STAGES_SUFFIX) + "$")
+MEMORY_RECORD_RE = re.compile(r"^(?P<role>[A-Za-z0-9][A-Za-z0-9_.\-]*?)_rank(?P<rank>\d+)\.(?P<kind>[a-z_]+)\.(?P<pid>\d+)-(?P<n>\d+)"
+                              + re.escape(MEMORY_RECORD_SUFFIX) + "$")
+CAT_MEMORY_MOVE = "memory_move"   # an offload / onload span (metrics/offload.py); args: direction, bytes, what
+
+
+def memory_stages_name(role: str, rank: int) -> str:
+    return f"{role}_rank{rank}{MEMORY_STAGES_SUFFIX}"
+
+
+def memory_record_name(role: str, rank: int, kind: str, pid: int, n: int) -> str:
+    return f"{role}_rank{rank}.{kind}.{pid}-{n}{MEMORY_RECORD_SUFFIX}"
+
+
+def memory_record_snapshot_name(record_name: str) -> str:
+    """The allocator snapshot beside a record (opens in https://pytorch.org/memory_viz)."""
+    return record_name.removesuffix(MEMORY_RECORD_SUFFIX) + MEMORY_SNAPSHOT_SUFFIX
 
 
 _SEGMENT_UNSAFE_RE = re.compile(r"[^A-Za-z0-9_.\-]+")
