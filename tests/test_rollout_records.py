@@ -248,3 +248,22 @@ def test_the_benchmark_runs(clean_state, capsys):
     assert bench.main(["--repeat", "1"]) == 0
     out = capsys.readouterr().out
     assert "plain dicts" in out and "vLLM RequestOutputs" in out and "SGLang result dicts" in out
+
+
+def test_policy_version_of_the_call_for_items_that_give_none(tmp_path, clean_state):
+    """record_samples(..., policy_version=V): a RequestOutput never says which weights made it (the
+    rollout worker knows): V goes to every sample without its own; a dict's own version wins; a bad
+    V is a ValueError naming it."""
+    from mindspeed_profiler import record_samples
+    from rollout_record_fakes import request_output
+
+    cfg = load_config({"integrated": {"profile": False, "profile_save_path": str(tmp_path)}, "metrics": {"enable": True}})
+    p = IntegratedProfiler(cfg, role="rollout", rank=0, world_size=1)
+    p.start()
+    assert record_samples([request_output("a"), {"id": "b", "policy_version": 1}, {"id": "c"}], profiler=p,
+                          policy_version=4) == 3
+    with pytest.raises(ValueError, match="policy_version=.*-1.*integer >= 0"):
+        p.record_samples([{"id": "d"}], policy_version=-1)
+    p.stop()
+    lines = read(tmp_path / formats.SAMPLES_DIR / formats.samples_file_name("rollout", 0))
+    assert {x["id"]: x["policy_version"] for x in lines if x["type"] == "sample"} == {"a": 4, "b": 1, "c": 4}

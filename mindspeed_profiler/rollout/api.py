@@ -26,12 +26,14 @@ def running_profiler() -> Any:
 
 
 def record_samples(items: Iterable[Any], stage: str = "actor_generate", profiler: Any = None, *,
-                   clock: str | None = None) -> int:
+                   clock: str | None = None, policy_version: int | None = None) -> int:
     """Record `items` (vLLM RequestOutputs, SGLang result dicts, plain sample dicts:
     docs/rollout.md) for `stage` with `profiler` (an IntegratedProfiler, or what MindSpeed-RL's
     profiler_start returns), else with this process's running profiler. With none running: one
-    warning, nothing recorded, 0. Returns how many items were taken. Bad arguments: ValueError."""
-    check_arguments(items, stage, clock)
+    warning, nothing recorded, 0. `policy_version`: the weights' version that generated the items,
+    for those that do not say (a RequestOutput never does). Returns how many items were taken. Bad
+    arguments: ValueError."""
+    check_arguments(items, stage, clock, policy_version)
     target = profiler if profiler is not None else running_profiler()
     if target is None:
         warn_once(("record_samples", "none-running"), "record_samples: no profiler is running in this process: samples "
@@ -42,4 +44,6 @@ def record_samples(items: Iterable[Any], stage: str = "actor_generate", profiler
     if not hasattr(target, "record_samples"):
         raise ValueError(f"record_samples(profiler=...): a {type(profiler).__name__} is not a profiler; allowed: an "
                          "IntegratedProfiler, what profiler_start / get_grpo_profiler return, or None (the running one)")
-    return target.record_samples(items, stage, clock=clock)
+    if policy_version is None:   # a profiler that predates the argument (or a user's own) is called as before
+        return target.record_samples(items, stage, clock=clock)
+    return target.record_samples(items, stage, clock=clock, policy_version=policy_version)

@@ -42,6 +42,7 @@ class Context(NamedTuple):
     mono_offset: float    # time.time() - time.monotonic() at the call
     perf_offset: float    # time.time() - time.perf_counter() at the call
     clock: str | None     # the caller's clock for plain dicts: None / "wall", "monotonic", "perf_counter"
+    policy_version: int | None = None   # the caller's version for items that give none
 
 
 class Converted(NamedTuple):
@@ -96,7 +97,7 @@ def vllm_lines(raws: list[tuple[Any, ...]], ctx: Context) -> Converted:
             lines.append(checks.sample_line(ctx.iteration, ctx.stage, sid, prompt_tokens=n_prompt,
                                             response_tokens=n_tokens, start=start, first_token=first, end=end,
                                             finish_reason=reason, durations=durations, now_s=ctx.now_s,
-                                            problems=problems, preemptions=preempted))
+                                            problems=problems, preemptions=preempted, policy_version=ctx.policy_version))
     if missing:
         batch.insert(0, f"{NO_METRICS} ({missing} of {missing + with_metrics} requests)")
     shared = sum(1 for _, _, comps, times in raws if times is not None and len(comps) > 1)
@@ -137,7 +138,8 @@ def sglang_lines(metas: list[dict[str, Any]], ctx: Context) -> Converted:
             ctx.iteration, ctx.stage, meta.get("id"), prompt_tokens=meta.get("prompt_tokens"),
             response_tokens=meta.get("completion_tokens"), start=start, first_token=first, end=end,
             finish_reason=reason, durations=durations, now_s=ctx.now_s, problems=problems,
-            policy_version=version if isinstance(version, int) or (isinstance(version, str) and version.isdigit()) else None))
+            policy_version=version if isinstance(version, int) or (isinstance(version, str) and version.isdigit())
+            else ctx.policy_version))
     return Converted(lines, " | ".join(paths) or CLOCK_NONE, [])
 
 
@@ -156,7 +158,8 @@ def dict_lines(dicts: list[dict[str, Any]], ctx: Context) -> Converted:
         lines.append(checks.sample_line(
             ctx.iteration, ctx.stage, d.get("id"), prompt_tokens=d.get("prompt_tokens"),
             response_tokens=d.get("response_tokens"), start=start, first_token=first, end=end,
-            finish_reason=d.get("finish_reason"), max_tokens=d.get("max_tokens"), policy_version=d.get("policy_version"),
+            finish_reason=d.get("finish_reason"), max_tokens=d.get("max_tokens"),
+            policy_version=d.get("policy_version", ctx.policy_version),
             durations={name: d.get(name) for name in checks.DURATIONS}, now_s=ctx.now_s, problems=problems))
     batch = []
     if unknown:

@@ -38,8 +38,12 @@ _ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 WRITTEN: set[str] = set()
 
 
-def check_arguments(items: Any, stage: Any, clock: Any) -> None:
+def check_arguments(items: Any, stage: Any, clock: Any, policy_version: Any = None) -> None:
     """ValueError naming the argument, its value and what is allowed; else nothing."""
+    if policy_version is not None and (isinstance(policy_version, bool) or not isinstance(policy_version, int)
+                                       or policy_version < 0):
+        raise ValueError(f"record_samples(policy_version=...): {policy_version!r} is not a version; allowed: None or "
+                         "an integer >= 0")
     if not isinstance(stage, str) or not stages.is_stage(stage):
         raise ValueError(f"record_samples(stage=...): {stage!r} is not a registered stage; allowed: "
                          f"{', '.join(stages.registered_stages())} (register_stage(name) adds one)")
@@ -86,11 +90,12 @@ class SampleRecorder(Observer):
 
     # ------------------------------------------------------------------ the training thread
 
-    def record(self, profiler: Any, items: Iterable[Any], stage: str = "actor_generate", clock: str | None = None) -> int:
+    def record(self, profiler: Any, items: Iterable[Any], stage: str = "actor_generate", clock: str | None = None,
+               policy_version: int | None = None) -> int:
         """Take `items` for the profiler's current iteration: attributes pulled now, written at the
         next step() / stop(). Returns how many items were taken (the rest were past the bound or
         unreadable). Bad arguments: ValueError; anything else: a warning, 0."""
-        check_arguments(items, stage, clock)
+        check_arguments(items, stage, clock, policy_version)
         iteration = profiler.iteration
         if not (self._configured or STATE.tracer is not None):
             warn_once((self._scope, "off"), "record_samples: %s rank %d has integrated.profile, dynamic, metrics and the "
@@ -109,7 +114,7 @@ class SampleRecorder(Observer):
             pulled = pull(items, formats.MAX_SAMPLES_PER_ITERATION - self._taken)
             taken = pulled.taken
             self._taken += taken
-            self._pending.append((Context(iteration, stage, now, now - mono, now - perf, clock), pulled, ns))
+            self._pending.append((Context(iteration, stage, now, now - mono, now - perf, clock, policy_version), pulled, ns))
             return taken
         except Exception as exc:   # an iterator that raises, ...: training goes on
             warn_once((self._scope, "record", type(exc).__name__), "record_samples failed for %s rank %d (training goes "

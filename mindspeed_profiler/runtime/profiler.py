@@ -217,15 +217,17 @@ class IntegratedProfiler:
 
         return attach_engine(self, engine, **kw)
 
-    def record_samples(self, items: Any, stage: str = "actor_generate", *, clock: str | None = None) -> int:
+    def record_samples(self, items: Any, stage: str = "actor_generate", *, clock: str | None = None,
+                       policy_version: int | None = None) -> int:
         """Per-sample records of a generation stage for the current iteration (docs/rollout.md):
         `items` are vLLM RequestOutputs, SGLang result dicts or plain sample dicts; `clock` says the
-        plain dicts' clock (None: time.time(), "monotonic", "perf_counter"). Attributes are pulled
+        plain dicts' clock (None: time.time(), "monotonic", "perf_counter"); `policy_version` the
+        weights' version for the items that do not say (RequestOutputs never do). Attributes are pulled
         now, the lines written at the next step() / stop() (rollout/recorder.py). Returns how many
         items were taken. Bad arguments: ValueError; anything else: a warning."""
         from mindspeed_profiler.rollout.recorder import recorder_of
 
-        return recorder_of(self, self._full).record(self, items, stage, clock)
+        return recorder_of(self, self._full).record(self, items, stage, clock, policy_version)
 
     def start(self, iteration: int = 1) -> None:
         """Iteration `iteration` (1 unless resuming) begins now. Idempotent while running."""
