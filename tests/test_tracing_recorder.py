@@ -11,6 +11,7 @@ import pytest
 
 from mindspeed_profiler.core.state import STATE
 from mindspeed_profiler.tracing import (
+    trace_complete,
     flush_tracer,
     init_tracer,
     shutdown_tracer,
@@ -170,6 +171,28 @@ def test_trace_begin_end_by_name_and_handle(clean_state, tmp_path, runtime_warni
     assert sorted(e["name"] for e in spans) == ["by-handle", "by-name", "cross-thread"]
     # a span is on the lane that closes it (docs/tracing.md)
     assert next(e["tid"] for e in spans if e["name"] == "cross-thread") == closer["tid"] != threading.get_native_id()
+
+
+def test_trace_complete_draws_a_span_another_process_timed(clean_state, tmp_path):
+    """trace_complete(name, start_ns, end_ns): times of another process's time.monotonic_ns() (a
+    child here: CLOCK_MONOTONIC is one clock for the host), drawn on this lane with that duration;
+    a backwards span is not recorded."""
+    import subprocess
+    import sys
+
+    init_tracer(tracer_cfg(tmp_path), role="rollout", rank=0)
+    with trace_span("rpc"):
+        out = subprocess.run([sys.executable, "-c", "import time; a = time.monotonic_ns(); time.sleep(0.05); "
+                              "print(a, time.monotonic_ns())"], capture_output=True, text=True, check=True)
+    start, end = map(int, out.stdout.split())
+    trace_complete("weight_sync/load", start, end, cat="weight_sync", args={"phase": "load"})
+    trace_complete("backwards", end, start)
+    shutdown_tracer()
+    spans = {e["name"]: e for e in _spans(tmp_path)}
+    assert set(spans) == {"rpc", "weight_sync/load"}
+    load, rpc = spans["weight_sync/load"], spans["rpc"]
+    assert load["dur"] == pytest.approx((end - start) / 1e3, abs=1) and load["tid"] == rpc["tid"]
+    assert rpc["ts"] <= load["ts"] and load["ts"] + load["dur"] <= rpc["ts"] + rpc["dur"]   # inside the call that made it
 
 
 def test_flush_every_n_events_before_interval(clean_state, tmp_path):

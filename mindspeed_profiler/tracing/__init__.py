@@ -19,6 +19,7 @@ from mindspeed_profiler.tracing.api import (
     trace_begin,
     trace_end,
     trace_func,
+    trace_complete,
     trace_instant,
     trace_span,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "trace_begin",
     "trace_end",
     "trace_func",
+    "trace_complete",
     "trace_instant",
     "trace_span",
 ]

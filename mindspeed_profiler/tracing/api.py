@@ -170,6 +170,21 @@ def _pop_open(key: Union[str, Span, None]) -> Optional[Span]:
     return None
 
 
+def trace_complete(name: str, start_ns: int, end_ns: int, cat: str = "user", args: Optional[dict] = None) -> None:
+    """A span timed by another process on this host, drawn on this thread's lane: `start_ns`,
+    `end_ns` are that process's time.monotonic_ns() (CLOCK_MONOTONIC is one clock for the whole
+    host on Linux), e.g. what an inference engine's worker measured of a call made from here.
+    Nothing is recorded when tracing is off or end_ns < start_ns."""
+    rec = STATE.tracer
+    if rec is None or not isinstance(start_ns, int) or not isinstance(end_ns, int) or end_ns < start_ns:
+        return
+    try:
+        ident, task = rec.lane()
+        rec.add(("X", name, cat, start_ns, end_ns, ident, task, args, STATE.stage, STATE.iteration))
+    except Exception:
+        pass
+
+
 def trace_instant(name: str, cat: str = "user", args: Optional[dict] = None) -> None:
     """A zero-length marker (Chrome Trace instant event)."""
     rec = STATE.tracer
