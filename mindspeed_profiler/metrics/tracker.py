@@ -9,16 +9,19 @@ frameworks name them (docs/metrics.md defines each):
 
     iteration, timing_s/<stage>, timing_s/iteration, perf/tokens, perf/samples, perf/<count>,
     perf/throughput, perf/throughput/<stage>, perf/mfu/<stage>, perf/max_memory_allocated_gb,
-    perf/max_memory_reserved_gb, perf/memory_capacity_gb
+    perf/max_memory_reserved_gb, perf/max_host_memory_gb, perf/memory_capacity_gb, and per stage
+    perf/max_memory_allocated_gb/<stage>, ..._reserved_gb/<stage>, perf/max_host_memory_gb/<stage>,
+    perf/offload_gb/<stage>, perf/onload_gb/<stage>
 
-`prof.metrics()` returns the last row. Nothing here raises into training: a file that cannot be
-written, or TensorBoard missing, is reported once and the iterations go on.
+The memory keys come from memory_tracking.py (per stage call: the device's and the host's peaks; an
+out-of-memory error's record; the host watermark: docs/memory.md). `prof.metrics()` returns the last
+row. Nothing here raises into training: a file that cannot be written, or TensorBoard missing, is
+reported once and the iterations go on.
 """
 from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +31,9 @@ from mindspeed_profiler.core.warn import new_scope, warn_once
 from mindspeed_profiler.core.fileio import open_append
 from mindspeed_profiler.metrics.peaks import peak_tflops
 from mindspeed_profiler.capture.observers import ObservedProfiler, Observer
+from mindspeed_profiler.metrics.device_memory import used_namespaces
+from mindspeed_profiler.metrics.memory_tracking import MemoryTracking
+from mindspeed_profiler.runtime.manifest import resolve_run_id
 from mindspeed_profiler.runtime.ranks import resolve_rank
 
 TRAIN_STAGE_WORDS, is_train_stage = formats.TRAIN_STAGE_WORDS, formats.is_train_stage   # the advisor reads the same
@@ -73,24 +79,7 @@ def iteration_row(iteration: int, wall_s: float, stage_s: dict[str, float], coun
     return row
 
 
-def _device_modules() -> list[Any]:
-    """torch.npu (present once torch_npu is imported) and torch.cuda, when torch is loaded; never
-    imports torch, never initialises a device the process has not used."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return []
-    out = []
-    for mod in (getattr(torch, "npu", None), getattr(torch, "cuda", None)):
-        try:
-            if mod is None or not mod.is_available():
-                continue
-            initialised = getattr(mod, "is_initialized", None)
-            if initialised is not None and not initialised():
-                continue
-            out.append(mod)
-        except Exception:
-            continue
-    return out
+_device_modules = used_namespaces   # torch_npu.npu, torch.cuda: those this process used (device_memory.py)
 
 
 def max_memory_allocated_gb() -> float | None:
@@ -130,12 +119,15 @@ def device_name() -> str | None:
 
 
 class _StageTimer:
-    __slots__ = ("tracker", "name", "t0")
+    """A stage call's wall time, and inside it (outside the timed body) its memory."""
 
-    def __init__(self, tracker: "MetricsTracker", name: str):
-        self.tracker, self.name = tracker, name
+    __slots__ = ("tracker", "name", "iteration", "t0", "call")
+
+    def __init__(self, tracker: "MetricsTracker", name: str, iteration: int | None):
+        self.tracker, self.name, self.iteration = tracker, name, iteration
 
     def __enter__(self) -> "_StageTimer":
+        self.call = self.tracker.memory.enter(self.name, self.iteration)
         self.t0 = time.perf_counter()
         return self
 
@@ -143,7 +135,8 @@ class _StageTimer:
         spent = time.perf_counter() - self.t0
         stages = self.tracker._stage_s
         stages[self.name] = stages.get(self.name, 0.0) + spent
-        return False
+        self.tracker.memory.exit(self.call, exc[1] if exc else None)
+        return False   # an exception goes on unchanged (an out-of-memory error is recorded, not caught)
 
 
 class MetricsTracker(Observer):
@@ -163,6 +156,7 @@ class MetricsTracker(Observer):
         self._peak: float | None = self.cfg.peak_tflops
         self._tb: Any = None      # the SummaryWriter, once made; False: unavailable
         self._scope = new_scope()
+        self.memory = MemoryTracking(self.role, self.rank, self.cfg, self.output_dir, resolve_run_id(cfg)[0], self._scope)
 
     # ------------------------------------------------------------------ the observer protocol
 
@@ -170,9 +164,10 @@ class MetricsTracker(Observer):
         self._stage_s = {}
         if iteration > 1:
             self._truncate = False
+        self.memory.started(iteration)
 
     def stage(self, profiler: ObservedProfiler, name: str) -> _StageTimer:
-        return _StageTimer(self, name)
+        return _StageTimer(self, name, profiler.iteration)
 
     def step(self, profiler: ObservedProfiler, iteration: int) -> None:
         self._finish(profiler, iteration - 1, dict(profiler.step_counts))
@@ -181,6 +176,7 @@ class MetricsTracker(Observer):
         # as the timeline: the iteration the last step() began counts only if a stage ran in it
         if iteration is not None and self._stage_s:
             self._finish(profiler, iteration, {})
+        self.memory.stopped()
         if self._tb:
             try:
                 self._tb.close()
@@ -206,12 +202,16 @@ class MetricsTracker(Observer):
     def _finish(self, profiler: ObservedProfiler, iteration: int, counts: dict[str, int]) -> None:
         began, ended = profiler.iteration_window
         stage_s, self._stage_s = self._stage_s, {}
+        memory = self.memory.end_iteration()
         if began is None or ended is None or iteration < 1:
             return
         parameters = self.parameters(profiler)
         peak = self.peak() if parameters and "tokens" in counts else None
-        row = iteration_row(iteration, ended - began, stage_s, counts, parameters, peak, max_memory_allocated_gb(),
-                            device_memory_gb())
+        if "max_memory_allocated_gb" not in memory:   # a device the meter cannot read: the process's peaks
+            memory = {**device_memory_gb(), **memory}
+        allocated = memory.pop("max_memory_allocated_gb", None)
+        row = iteration_row(iteration, ended - began, stage_s, counts, parameters, peak,
+                            allocated if allocated is not None else max_memory_allocated_gb(), memory)
         self.last = row
         self._write(row)
         if self.cfg.tensorboard:
