@@ -110,7 +110,8 @@ def test_key_order_and_a_stage_called_twice_is_summed(tmp_path, clean_state):
     assert abs(row["timing_s/actor_generate"] - spent) < TOL_S
     assert list(row) == ["iteration", "timing_s/actor_generate", "timing_s/iteration", "perf/tokens",
                          "perf/throughput", "perf/throughput/actor_generate", "perf/mfu/actor_generate",
-                         "perf/model_parameters", "perf/peak_tflops"]
+                         "perf/model_parameters", "perf/peak_tflops", "perf/max_host_memory_gb",
+                         "perf/max_host_memory_gb/actor_generate"]   # the host's resident peaks (issue 47; no device here)
 
 
 def test_metrics_work_with_profile_false_and_the_tracer_s_iteration_spans_agree(tmp_path, clean_state):
