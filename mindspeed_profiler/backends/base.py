@@ -44,6 +44,9 @@ class CaptureHandle(ABC):
     # that session (backends/held_session.py), which the runtime flushes and sizes; None otherwise
     held_key: tuple | None = None
     held: Any = None
+    # whether it records with torch.profiler, one session per process: a held session that it does
+    # not join (held_key None, or another key) is flushed before it starts
+    torch_session: ClassVar[bool] = False
 
     @abstractmethod
     def start(self) -> None: ...

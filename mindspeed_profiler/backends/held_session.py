@@ -203,7 +203,8 @@ class HeldSession:
 def _cut_all(whole: Path | None, windows: list[HeldWindow], error: str | None, phases: dict[str, float]) -> None:
     """The writer's part of a flush: the whole trace cut once (timed as `cut`), each window's part
     written into its capture directory, each capture completed (compressed, its metadata final). The
-    session's trace is removed once cut; kept, and named in the notes, when it could not be."""
+    session's trace is removed once cut and every part written; kept, and named in the notes, when
+    it could not be cut or a part could not be written."""
     parts: dict[str, bytes] = {}
     if error is None and whole is not None:
         try:
@@ -220,7 +221,11 @@ def _cut_all(whole: Path | None, windows: list[HeldWindow], error: str | None, p
             with timed(phases, "cut"):
                 files, note = _write_part(parts.pop(w.name, None), w)
         done.append((w, files, note))
-    if whole is not None:
+    if whole is not None and any(not files for _, files, _ in done):
+        # a window not written (a full disk): the session's trace is its only copy, kept and named
+        done = [(w, files, note if files else f"{note}; the held session's whole trace is kept at {whole}")
+                for w, files, note in done]
+    elif whole is not None:
         try:
             whole.unlink()
         except OSError:

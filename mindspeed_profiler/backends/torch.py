@@ -28,6 +28,7 @@ from typing import Any
 from mindspeed_profiler.backends import layout
 from mindspeed_profiler.core import formats
 from mindspeed_profiler.core.capture_options import CaptureOptions, CaptureSettings
+from mindspeed_profiler.core.warn import warn_once
 from mindspeed_profiler.backends import held_session
 from mindspeed_profiler.backends.base import Backend, CaptureHandle, CaptureSpec, WindowedCapture
 from mindspeed_profiler.backends.memory_snapshot import MemorySnapshot, snapshot_kind
@@ -41,6 +42,9 @@ _LEVEL_ADDS = {
     "level2": {"record_shapes": True, "with_flops": True, "profile_memory": True, "with_stack": True},
 }
 ANNOTATION_CATS = frozenset({"user_annotation", "gpu_user_annotation"})
+HELD_NOT_WITH = ("export_after_run: not held past its window with profile_with_memory or profile_with_stack (level2 "
+                 "has both): torch cannot stop recording allocations and Python calls in a session it keeps open, so "
+                 "this capture is written at its window's end, as without export_after_run")
 
 
 def profile_options(cfg: CaptureSettings, cuda: bool) -> dict[str, Any]:
@@ -65,16 +69,18 @@ def profile_options(cfg: CaptureSettings, cuda: bool) -> dict[str, Any]:
     else:
         for k, v in _LEVEL_ADDS[level].items():
             flags[k] = flags[k] or v
+    held = bool(cfg.export_after_run)
+    if held and (flags["profile_memory"] or flags["with_stack"]):
+        # torch's collection toggle turns off ops and device activity only: a session kept open would
+        # record every allocation and Python call for the rest of the run (issue 45; measured:
+        # benchmarks/bench_held_session.py, docs/perf_capture.md)
+        held = False
+        notes.append(HELD_NOT_WITH)
     snapshot = None
     if opts.flags["profile_memory"] and level != "level_none":   # the allocator's history too, for PyTorch's memory viewer
         snapshot, why_not = snapshot_kind("cuda" if cuda else "cpu", flags)
         if why_not:
             notes.append(why_not)
-    held = bool(cfg.export_after_run)
-    if held and snapshot == "cpu":
-        # torch builds the CPU snapshot from the session's events: a held session mixes windows
-        snapshot = None
-        notes.append("export_after_run: the CPU memory snapshot is not made (torch builds it from the whole session)")
     return {"activities": activities, **flags, "annotations_only": level == "level_none", "memory_snapshot": snapshot,
             "export_after_run": held, "notes": notes}
 
@@ -120,6 +126,8 @@ class TorchCapture(WindowedCapture):
     """One torch.profiler capture driven by hand: prepare_trace() at `begin` (warmup),
     start_trace() at `first`, stop_trace() after `last`; a `ProfilerStep#<iteration>` range per
     recorded iteration (the stepping: base.WindowedCapture)."""
+
+    torch_session = True
 
     def __init__(self, spec: CaptureSpec, opts: dict[str, Any]):
         super().__init__(spec)
@@ -318,7 +326,10 @@ class TorchBackend(Backend):
             return None
 
     def options(self, cfg: CaptureSettings) -> dict[str, Any]:
-        return profile_options(cfg, self.cuda)
+        opts = profile_options(cfg, self.cuda)
+        if HELD_NOT_WITH in opts["notes"]:
+            warn_once(("held-not-with",), "mindspeed-profiler: %s (recorded in the capture metadata notes)", HELD_NOT_WITH)
+        return opts
 
     def warm(self) -> None:
         """torch.profiler's prepare_trace() asks `hasattr(torch, "_inductor")`, which imports

@@ -264,7 +264,7 @@ class Captures:
             return None
         self.live.add(cap)
         session.LIVE_CAPTURES.add(cap)
-        if cap.handle.held_key is not None:
+        if cap.handle.held_key is not None or cap.handle.torch_session:
             self._make_room_for_held(cap.handle.held_key)
         if self.call(cap, "start", cap.handle.start):
             STATE.capture_active = True
@@ -279,16 +279,20 @@ class Captures:
         self.close(cap)
         return None
 
-    def _make_room_for_held(self, key: tuple) -> None:
+    def _make_room_for_held(self, key: tuple | None) -> None:
         """export_after_run: the held session is flushed first (inside this step, said in a warning)
-        when it was started with other options, or has grown the process past capture_memory_budget_mb."""
+        when it was started with other options, a torch capture that is not held begins (`key`
+        None: torch allows one session per process), or it has grown the process past
+        capture_memory_budget_mb."""
         held = held_session.current()
         if held is None:
             return
         why = None
         budget = self.cfg.capture_memory_budget_mb
         now = rss_bytes()
-        if held.key != key:
+        if key is None:
+            why = "a capture that is not held begins (torch records one session per process)"
+        elif held.key != key:
             why = "a capture with other options begins"
         elif budget is not None and held.rss0 is not None and now is not None and (now - held.rss0) / 2**20 > budget:
             why = (f"the held session has grown the process by {(now - held.rss0) / 2**20:.0f} MB, over "
