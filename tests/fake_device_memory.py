@@ -132,7 +132,7 @@ class FakeAllocator:
     def _frames(self) -> list[dict[str, Any]] | None:
         if self.history is None or self.context is None:
             return None
-        stack = traceback.extract_stack()[:-3]   # the caller of alloc() / free(), innermost last
+        stack = traceback.extract_stack()[:-2]   # up to the caller of alloc() / free(), innermost last
         return [{"filename": f.filename, "line": f.lineno, "name": f.name} for f in reversed(stack)]
 
     def _trace(self, action: str, addr: int, size: int, frames: list | None, **extra: Any) -> None:
