@@ -22,6 +22,9 @@ def _site(frames: list) -> str:
     return next((t for t in texts if not any(t.startswith(p) or f" {p}" in t for p in _INTERNAL)), texts[0] if texts else "?")
 
 
+site_of = _site   # the name the out-of-memory records' analysis imports (analyzers/oom.py)
+
+
 def _free_action(trace: list) -> str:
     return "free_completed" if any(e.get("action") == "free_completed" for e in trace) else "free_requested"
 
