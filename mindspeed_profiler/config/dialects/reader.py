@@ -84,7 +84,7 @@ class Reader:
             if default is ABSENT:
                 self.note(where, f"{value!r} points at nothing; read as unset")
                 return None
-            return default
+            return self.resolve(default, where, depth + 1)   # a default may itself be an interpolation (verl 0.9's YAML)
         return self.resolve(found, where, depth + 1)
 
     def get(self, node: Any, dotted: str, where: str, default: Any = None) -> Any:
