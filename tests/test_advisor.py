@@ -245,6 +245,7 @@ def _slug(heading: str) -> str:
 def test_every_finding_points_to_a_heading_of_diagnosis_md(late_job, tmp_path):
     from conftest import REPO_ROOT
     from samples_testutil import long_tail_batch, sample
+    from memory_testutil import memory_rule_summary
 
     text = (REPO_ROOT / "docs" / "diagnosis.md").read_text()
     anchors = {_slug(line.lstrip("#")) for line in text.splitlines() if line.startswith("#")}
@@ -272,7 +273,9 @@ def test_every_finding_points_to_a_heading_of_diagnosis_md(late_job, tmp_path):
                  _tracker_cap("trainer", **{"timing_s/iteration": 1.0, "async/rollout_idle_ratio": 0.6})]})
              # the automatic capture's rule (tests/test_auto_capture.py has its cases)
              + advisor.findings({"captures": [{"path": "all/a_pt", "role": "actor", "rank": 0, "status": "ok", "meta": {
-                 "notes": ['auto_capture: {"slow_iteration": 3, "time_s": 1.0, "median_s": 0.1}']}}]}))
+                 "notes": ['auto_capture: {"slow_iteration": 3, "time_s": 1.0, "median_s": 0.1}']}}]})
+             # memory's rules (tests/test_memory_analysis.py has each one's cases)
+             + advisor.findings(memory_rule_summary()))
     ids = {f["id"] for f in found}
     assert ids >= {r.__name__ for r in advisor.RULES} - {"slow_link"}   # slow_link's: test_slow_link's fixture
     for f in found:

@@ -59,6 +59,8 @@ def outputs(tmp_path_factory, request) -> list[tuple[str, Path, dict]]:
     from test_async_rl import write_async_tracker   # an async trainer's tracker file (async_iterations)
     roots.append(("async trainer's metrics", write_async_tracker(tmp_path_factory.mktemp("async"))))
     roots.append(("rollout samples", rollout_run(tmp_path_factory.mktemp("samples"))))   # docs/rollout.md's records
+    from memory_testutil import oom_run   # per-stage memory and an out-of-memory record with its snapshot (issue 47)
+    roots.append(("memory records", oom_run(tmp_path_factory.mktemp("memory_records"))))
     ascend_sets = request.getfixturevalue("ascend_sets")
     for name, sub in (("pp4_l2", ""), ("gpt3_cluster16", "cluster_analysis_output"), ("db_l1", "")):
         root = tmp_path_factory.mktemp(name)

@@ -14,7 +14,7 @@ from mindspeed_profiler.analysis.inputs import InputKind, input_kind, input_kind
 
 
 def test_builtin_kinds():
-    assert [k.name for k in input_kinds()] == ["ascend", "ascend_raw", "torch", "system", "timeline", "tracker", "samples", "rlinf_timeline",
+    assert [k.name for k in input_kinds()] == ["ascend", "ascend_raw", "torch", "system", "timeline", "tracker", "samples", "memory", "rlinf_timeline",
                                                "cluster", "kineto", "unreadable"]
     with pytest.raises(ValueError, match="cannot analyse a capture of kind 'nope'"):
         input_kind("nope")

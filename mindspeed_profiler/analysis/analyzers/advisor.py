@@ -26,6 +26,7 @@ from mindspeed_profiler.analysis.models import questions as q
 from mindspeed_profiler.analysis.analyzers import rollout_rules as rollout
 from mindspeed_profiler.analysis.analyzers import async_rl
 from mindspeed_profiler.analysis.analyzers import auto_capture_rules as auto_rules
+from mindspeed_profiler.analysis.analyzers import memory_rules as mem_rules
 from mindspeed_profiler.analysis.analyzers.tracker_metrics import MFU_PREFIX, maxima, means
 from mindspeed_profiler.analysis.models.finding_rules import REGISTRY, Check, Finding, finding_rule, markdown
 
@@ -305,8 +306,10 @@ def memory_near_capacity(summary: dict) -> list[Finding]:
     """A device whose peak reserved (else allocated) memory is close to its capacity: the tracker's
     perf/max_memory_reserved_gb over perf/memory_capacity_gb, or a GPU capture's memory records
     over the trace's deviceProperties."""
-    out = Worst()
+    out, staged = Worst(), mem_rules.stage_workers(summary)   # those: stage_near_capacity names the stage
     for (role, rank), rows in sorted(_tracker_workers(summary).items(), key=lambda kv: tuple(map(str, kv[0]))):
+        if (role, rank) in staged:
+            continue
         top = maxima(rows)
         used = top.get("perf/max_memory_reserved_gb", top.get("perf/max_memory_allocated_gb"))
         cap = top.get("perf/memory_capacity_gb")
@@ -456,6 +459,9 @@ def engine_queueing(summary: dict) -> list[Finding]:
 # asynchronous RL's rules (the tracker's async/* keys): their logic, thresholds and docs in async_rl.py
 ASYNC_RULES = tuple(finding_rule(i, **async_rl.DOCS[i])(async_rl.named_check(i, _finding)) for i in async_rl.CHECKS)
 finding_rule(auto_rules.RULE, **auto_rules.DOCS[auto_rules.RULE])(auto_rules.check(_finding))   # integrated.auto_capture's
+# memory's rules (issue 47: out-of-memory records, the host watermark, the per-stage peaks): memory_rules.py
+MEMORY_RULES = tuple(finding_rule(i, **mem_rules.DOCS[i])(mem_rules.named_check(i, mem_rules.CHECKS[i], _finding))
+                     for i in mem_rules.CHECKS)
 
 
 RULES: tuple[Check, ...] = tuple(r.check for r in REGISTRY.values())

@@ -25,6 +25,7 @@ BUILTIN_MODULES = (
     "mindspeed_profiler.analysis.inputs.timeline",
     "mindspeed_profiler.analysis.inputs.tracker",
     "mindspeed_profiler.analysis.inputs.samples",
+    "mindspeed_profiler.analysis.inputs.memory_records",
     "mindspeed_profiler.analysis.inputs.rlinf",
     "mindspeed_profiler.analysis.inputs.cluster",
     "mindspeed_profiler.analysis.inputs.system",

@@ -46,6 +46,15 @@ def finding_rule(rule_id: str, *, triggers: str, impact: str, reads: str) -> Cal
     return register
 
 
+def named_check(rule_id: str, findings_of: Callable[[dict], list[tuple]], make: Callable[..., Finding]) -> Check:
+    """A check named after its rule: `make` (the advisor's finding maker) applied to each argument
+    tuple `findings_of(summary)` gives (for rules written outside advisor.py: async_rl.py, memory_rules.py)."""
+    def check(summary: dict) -> list[Finding]:
+        return [make(*f) for f in findings_of(summary)]
+    check.__name__ = check.__qualname__ = rule_id
+    return check
+
+
 def markdown() -> str:
     """docs/diagnosis.md's table of the registered rules, in registration order."""
     lines = ["| id | triggers when | impact | reads |", "|---|---|---|---|"]

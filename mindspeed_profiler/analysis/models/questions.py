@@ -34,7 +34,9 @@ from mindspeed_profiler.analysis.analyzers.memory_peaks import (
     MEMORY_RECORD_PEAKS,
     MEMORY_STAGE_PEAKS,
 )
+from mindspeed_profiler.analysis.analyzers.oom import OOM_LIVE, OOM_RECORDS
 from mindspeed_profiler.analysis.analyzers.ops import OP_TOTALS, OPS
+from mindspeed_profiler.analysis.analyzers.stage_memory import STAGE_MEMORY
 from mindspeed_profiler.analysis.analyzers.stages import ITERATIONS, SPANS, STAGE_WORKER, TIMELINE_IDLE, TIMELINE_STAGES
 from mindspeed_profiler.analysis.analyzers.step_breakdown import STEP_BREAKDOWN
 from mindspeed_profiler.analysis.analyzers.steps import STEPS
@@ -134,7 +136,7 @@ MODELS: tuple[RowModel, ...] = (
     IDLE_CAUSES, KERNEL_LAUNCHES, LINKS, STRAGGLERS, STRAGGLER_COLLECTIVES, MEMORY_RECORD_PEAKS, MEMORY_RECORD_OPS,
     FINDINGS, TRACKER_METRICS, MEMORY_STAGE_PEAKS, ASCEND_FREE, COLLECTIVE_BANDWIDTH,
     ROLLOUT_BATCHES, ROLLOUT_OCCUPANCY, ROLLOUT_LENGTHS, ROLLOUT_SLOWEST,
-    ASYNC_ITERATIONS,
+    ASYNC_ITERATIONS, STAGE_MEMORY, OOM_RECORDS, OOM_LIVE,
 )
 BY_TABLE = {m.table: m for m in MODELS}
 
