@@ -38,6 +38,7 @@ from mindspeed_profiler.core import formats
 from mindspeed_profiler.core.gcpause import collector_paused
 from mindspeed_profiler.analysis.parsing import segments as segment
 from mindspeed_profiler.analysis.timeline.pftrace import PftraceWriter, write_tail
+from mindspeed_profiler.analysis.timeline.memory_tracks import add_memory_tracks, memory_dir_of
 from mindspeed_profiler.analysis.timeline.sample_tracks import add_sample_tracks, samples_dir_of
 from mindspeed_profiler.analysis.timeline.system_tracks import add_system_tracks, system_dir_of
 from mindspeed_profiler.analysis.parsing.rlinf_trace import RLINF_TRACE_FILE, combine, read_rlinf_events, to_timeline
@@ -192,6 +193,7 @@ def _write_streamed(directory: pathlib.Path, name: str, plan: TimelinePlan, rlin
             trace = combine(trace, rlinf)
         add_system_tracks(trace, system_dir_of(directory))  # py-spy frames of this run's wrapped workers
         add_sample_tracks(trace, samples_dir_of(directory))  # each generating worker's samples (sample_tracks.py)
+        add_memory_tracks(trace, memory_dir_of(directory))   # each worker's per-stage memory (memory_tracks.py)
         tail = trace["traceEvents"][n_meta:]
         n_body = max(0, body.tell() - 1)
         if n_body > BROWSER_MAX_BYTES:
