@@ -96,12 +96,14 @@ class Listener(Observer):
         self._lock = threading.Lock()   # entries are written by the training thread, read by the poller
         self.polls_started = self.polls_done = 0
         self.auto: Any = None   # the owner's automatic capture (auto_capture.py), which sets it: its budget M
+        self.began: float | None = None   # wall clock when it started listening (in its heartbeat: `started`)
 
     # ------------------------------------------------------------------ training thread
 
     def started(self, profiler: ObservedProfiler, iteration: int) -> None:
         self._boundary(iteration)
         if self._thread is None:
+            self.began = time.time()
             if not self.owner.enabled:   # a profiling owner writes run.json itself (rank 0, at its start)
                 self._claim_run()
             self._sources = [tp.RequestDirSource(self.run_dir), tp.NpuConfigSource(self.run_dir)]
@@ -128,7 +130,8 @@ class Listener(Observer):
     def step(self, profiler: ObservedProfiler, iteration: int) -> None:
         """Iteration `iteration` begins (the owner's step()): advance the running child, then
         take the requests that arrived. Cheap when nothing is pending or running."""
-        self._boundaries.append((iteration, time.time()))
+        # the periods from a monotonic clock: a wall-clock step (NTP) must not make one negative
+        self._boundaries.append((iteration, time.monotonic()))
         self._iteration = iteration
         if self.active is None and not self.pending and not self.queue:
             return
@@ -214,7 +217,10 @@ class Listener(Observer):
                 if kind == "file":
                     req = dataclasses.replace(req, id=rid)   # the file name is the id status shows
                 run = raw.get("run_id")
-                if run and self.run_id and run != self.run_id:
+                if run and self.run_id:
+                    if run != self.run_id:
+                        return None
+                elif kind == "file" and not self._made_in_this_run(rid):
                     return None
             rq.check_limits(req.integrated, self.integ)
             return req.id, kind, req, self._child_config(req)
@@ -228,6 +234,31 @@ class Listener(Observer):
             else:
                 reason = f"{type(exc).__name__}: {exc}"
             return rid, kind, reason, None
+
+    def _made_in_this_run(self, rid: str) -> bool:
+        """Poller thread: whether a request file that no run id binds (this run has none, or the file
+        names none) was written while this run went on, not left by an earlier run in the same
+        directory: its time is at most STALE_AFTER_S before the earliest start of this run's live
+        listeners (a rank that started later still takes what was asked before it started; a run
+        ended less than that long ago counts as this one, as it does for run.json: trigger.run_is_live)."""
+        from mindspeed_profiler.ondemand.trigger import STALE_AFTER_S, live_workers
+
+        try:
+            made = os.stat(tp.requests_dir(self.run_dir) / f"{rid}.json").st_mtime
+        except OSError:
+            return True   # gone again: its content was read
+        now = time.time()
+        began = [self.began if self.began is not None else now]
+        states = tp.read_worker_states(self.run_dir)
+        for state in live_workers({k: v for k, v in states.items() if v.get("run_id") == self.run_id}, now).values():
+            started = (state.get("heartbeat") or {}).get("started")
+            if isinstance(started, (int, float)) and not isinstance(started, bool):
+                began.append(started)
+        if made >= min(began) - STALE_AFTER_S:
+            return True
+        log.info("on-demand request %s on %s: left by an earlier run in %s (written before this run began): "
+                 "not taken", rid[:128], self.key, self.run_dir)
+        return False
 
     def _child_config(self, req: rq.Request):
         """The job's integrated settings with the request's on top, validated like a config."""
@@ -374,7 +405,7 @@ class Listener(Observer):
             "schema": 1, "worker": self.key, "role": self.owner.role, "rank": self.rank, "run_id": self.run_id,
             "host": socket.gethostname(), "pid": os.getpid(),
             "heartbeat": {"time": time.time(), "iteration": self._iteration, "iteration_period_s": period,
-                          "fastest_period_s": fastest,
+                          "fastest_period_s": fastest, "started": self.began,
                           "poll_interval_s": POLL_INTERVAL_S, "state_every": STATE_EVERY,
                           "listening": not self._stop.is_set()},
             "stages": list(stages.registered_stages()),

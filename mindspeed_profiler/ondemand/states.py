@@ -43,7 +43,7 @@ Spec = Mapping[str, tuple[Callable[[Any], bool], str]]
 NUMBER = (_number, f"a finite number from 0 to {MAX_SECONDS:g}")
 HEARTBEAT: Spec = {
     "time": NUMBER, "iteration_period_s": NUMBER, "fastest_period_s": NUMBER, "poll_interval_s": NUMBER,
-    "state_every": NUMBER,
+    "state_every": NUMBER, "started": NUMBER,
     "iteration": (_iteration, f"an iteration, an integer from 0 to {MAX_ITERATION}"),
     "listening": (lambda v: isinstance(v, bool), "true or false"),
 }

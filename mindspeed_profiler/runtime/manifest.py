@@ -50,11 +50,16 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}-" + secrets.token_hex(3)
 
 
+# what a launcher sets when it was given no job id, the same for every job: torchrun's rendezvous id
+# defaults to "none" (its static rendezvous, `--master-port`, as Megatron and MindSpeed launch)
+SHARED_LAUNCHER_IDS = frozenset({"", "none"})
+
+
 def resolve_run_id(cfg: Any = None) -> tuple[str | None, str]:
     """(run id, where it came from) for this process: the config's (`start_run` on the driver put
     it there), else the MINDSPEED_PROFILER_RUN_ID environment, else the launcher's job id
-    (TORCHELASTIC_RUN_ID, SLURM_JOB_ID); else (None, "none"): nothing tells the processes of one
-    run apart from another's, and the analysis cannot either."""
+    (TORCHELASTIC_RUN_ID, SLURM_JOB_ID) unless it is a value every job gets (SHARED_LAUNCHER_IDS);
+    else (None, "none"): nothing tells the processes of one run apart from another's."""
     full = cfg if isinstance(cfg, ProfilerConfig) else None
     if full is not None and full.run_id:
         return full.run_id, "config"
@@ -62,8 +67,9 @@ def resolve_run_id(cfg: Any = None) -> tuple[str | None, str]:
     if formats.RUN_ID_RE.match(env):
         return env, "environment"
     for var, prefix in (("TORCHELASTIC_RUN_ID", "torchelastic"), ("SLURM_JOB_ID", "slurm")):
-        value = f"{prefix}-{os.environ.get(var, '')}"
-        if os.environ.get(var) and formats.RUN_ID_RE.match(value):
+        job = os.environ.get(var, "")
+        value = f"{prefix}-{job}"
+        if job.strip().lower() not in SHARED_LAUNCHER_IDS and formats.RUN_ID_RE.match(value):
             return value, var
     return None, "none"
 
@@ -119,16 +125,18 @@ def claim_run(cfg: Any, save_path: str, *, role: str, rank: int, live: Callable[
     clobber each other: an id from the config or the environment (resolve_run_id) is written when
     run.json is absent or names another run; without one, the first rank writes a fresh id
     (run_id_source "listener") and the others adopt it. A run.json a listener wrote for an earlier
-    job that is over (`live(old)` false) is replaced; any other is adopted (start_run's, or a
-    profiling worker's)."""
+    job that is over (`live(old)` false) is replaced, and so is one that names no run (a profiling
+    job without an id wrote run_id null); any other is adopted (start_run's, or a profiling
+    worker's)."""
     run_id, source = resolve_run_id(cfg)
     chosen: list[str | None] = [run_id]
 
     def change(old: dict[str, Any] | None) -> dict[str, Any] | None:
-        if old is not None and (old.get("run_id") == run_id if run_id is not None
-                                else old.get("run_id_source") != LISTENER_SOURCE or live(old)):
-            adopted = old.get("run_id")
-            chosen[0] = adopted if isinstance(adopted, str) and formats.RUN_ID_RE.match(adopted) else run_id
+        adopted = old.get("run_id") if old is not None else None
+        named = isinstance(adopted, str) and formats.RUN_ID_RE.match(adopted) is not None
+        if old is not None and (adopted == run_id if run_id is not None
+                                else named and (old.get("run_id_source") != LISTENER_SOURCE or live(old))):
+            chosen[0] = adopted if named else run_id
             return None   # keep it as it is
         chosen[0] = run_id or new_run_id()
         return _manifest(cfg, chosen[0], source if run_id else LISTENER_SOURCE, role, rank)
