@@ -68,7 +68,7 @@ META_KEYS = (
     "schema", "run_id", "request_id", "role", "stage", "rank", "world_size", "local_rank", "parallel", "steps", "warmup_steps",
     "requested_warmup_steps", "profiled_iterations", "backend", "device", "level", "export_type", "mstx",
     "host", "pid", "node", "clock", "start_time", "end_time", "status", "errors", "trace_files", "options", "notes",
-    "export_phases", "stopped_early",
+    "export_phases", "stopped_early", "own_memory",
 )
 # "recording": written when the capture starts, replaced when it ends (left: the worker never finished it)
 # "exporting": recorded, its files still being written in the background (left: the process ended
