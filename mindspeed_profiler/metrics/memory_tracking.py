@@ -19,6 +19,7 @@ import itertools
 import json
 import os
 import socket
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ STAGE_KEYS = (   # tracker row key (after perf/) -> the per-stage aggregate's in
     ("max_memory_allocated_gb/", 1), ("max_memory_reserved_gb/", 2), ("max_host_memory_gb/", 3),
     ("offload_gb/", 4), ("onload_gb/", 5))
 STAGES_SCHEMA = 1
+LIVE: "weakref.WeakSet[MemoryTracking]" = weakref.WeakSet()   # every tracker's, for runtime/own_memory.py
 
 
 class MemoryTracking:
@@ -59,6 +61,7 @@ class MemoryTracking:
         self.watermark: HostWatermark | None = None
         if cfg.host_memory_watermark is not None:
             self.watermark = HostWatermark(cfg.host_memory_watermark, self._crossed)
+        LIVE.add(self)
 
     # ------------------------------------------------------------------ the run
 

@@ -169,6 +169,7 @@ def capture_metadata(cfg: IntegratedConfig, *, run_id: str | None, role: str, st
                      backend: str, device: str | None, host: str, notes: list[str]) -> dict[str, Any]:
     """A capture's metadata as it starts (status, end time, files and errors are filled in later)."""
     from mindspeed_profiler.runtime.megatron import parallel_layout
+    from mindspeed_profiler.runtime.own_memory import own_memory
 
     meta = {
         "schema": formats.META_SCHEMA,
@@ -202,5 +203,6 @@ def capture_metadata(cfg: IntegratedConfig, *, run_id: str | None, role: str, st
         "notes": list(notes),
         "export_phases": {},     # seconds per export phase: stop, write, compress, snapshot, ... (captures.py)
         "stopped_early": None,   # why the capture ended before its last iteration, when it did
+        "own_memory": own_memory(cfg),   # the profiler's own buffers and their bounds (runtime/own_memory.py)
     }
     return meta
