@@ -40,6 +40,8 @@ _EXPORTS: dict[str, str] = {
     "marker_metrics": "mindspeed_profiler.runtime.mstx",
     "pop_marker_metrics": "mindspeed_profiler.runtime.mstx",
     "record_samples": "mindspeed_profiler.rollout.api",
+    "offload": "mindspeed_profiler.metrics.offload",
+    "onload": "mindspeed_profiler.metrics.offload",
     "attach_engine": "mindspeed_profiler.engines.attach",
     "engine_profiler_args": "mindspeed_profiler.engines.attach",
 }
