@@ -16,7 +16,7 @@ from pathlib import Path
 import time
 from typing import Any
 
-from examples.common import task
+from examples.common import task, vllm_rollout
 from examples.common.async_workers import CAT_ASYNC, RolloutWorker
 from mindspeed_profiler.core import formats
 from mindspeed_profiler.core.warn import warn_once
@@ -56,15 +56,37 @@ def is_async(settings: dict[str, Any]) -> bool:
     return settings.get("mode", ASYNC_DEFAULTS["mode"]) == "async"
 
 
+class DriverRows:
+    """The driver's metrics file (`<save>/metrics/driver_rank0.jsonl`, a tracker file to the
+    analysis): one row per iteration; the run's first row starts the file afresh (a rerun into the
+    same save path). A file that cannot be written is a warning: training goes on."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self._fresh = True
+
+    def write(self, row: dict) -> None:
+        if self.path is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "w" if self._fresh else "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(row, separators=(",", ":")) + "\n")
+            self._fresh = False
+        except OSError as exc:
+            warn_once(("driver-metrics", str(self.path)), "could not write the driver's metrics to %s: %s: %s; "
+                      "training goes on", self.path, type(exc).__name__, exc)
+
+
 class Rows:
     """The iterations' async rows waiting for the rollout's times, written in order once known."""
 
     def __init__(self, path: Path | None, max_staleness: int):
         self.path, self.max_staleness = path, max_staleness
+        self.out = DriverRows(path)
         self.gens: dict[int, Any] = {}       # batch -> its generate_batch ObjectRef
         self.loads: dict[int, Any] = {}      # version -> its load_weights ObjectRef
         self.waiting: list[dict] = []        # per iteration: what its row is made of
-        self._fresh = True   # the first row starts the file (a rerun into the same save path)
         self._gen_end: dict[int, float] = {}    # batch -> when its generation ended (once known)
         self._load_end: dict[int, float] = {}   # version -> when its load ended
         self._last_end = float("-inf")
@@ -107,25 +129,20 @@ class Rows:
         self._last_end = p["window"][1]
         busy = [(g["start"], g["end"]) for g in gens] + [span for ld in loads for span in (ld["transfer"], ld["load"])]
         load = cluster.get(p["loads"][p["version"]])
-        sync = {"gather": p["gather"][1] - p["gather"][0], "transfer": load["transfer"][1] - load["transfer"][0],
-                "load": load["load"][1] - load["load"][0]}
+        sync = {phase: end - start for phase, (start, end) in p["phases"].items()}   # gather (and convert)
+        sync.update(transfer=load["transfer"][1] - load["transfer"][0], load=load["load"][1] - load["load"][0])
         row = {"iteration": p["iteration"], "timing_s/iteration": p["window"][1] - p["window"][0],
                **async_row(p["window"], p["wait_s"], busy, sync, p["exposed_s"], p["version"] - 1,
                            p["sample_versions"], self.max_staleness)}
-        if self.path is not None:
-            try:   # a metrics file that cannot be written is a warning: training goes on
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                with open(self.path, "w" if self._fresh else "a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(row, separators=(",", ":")) + "\n")
-                self._fresh = False
-            except OSError as exc:
-                warn_once(("async-metrics", str(self.path)), "could not write the async metrics to %s: %s: %s; "
-                          "training goes on", self.path, type(exc).__name__, exc)
+        self.out.write(row)
         return row
 
 
-def start_rollout(cluster: Any, model: dict, seed: int) -> Any:
-    """The rollout group: one rank (its own torch.distributed group of one)."""
+def start_rollout(cluster: Any, model: dict, seed: int, settings: dict[str, Any]) -> Any:
+    """The rollout group: one rank, a Megatron model (its own torch.distributed group of one) or,
+    with `<trainer>.rollout=vllm`, a vLLM engine (vllm_rollout.py)."""
+    if vllm_rollout.is_vllm(settings):
+        return cluster.group(vllm_rollout.VllmRolloutWorker, 1, model, seed=seed)[0]
     return cluster.group(RolloutWorker, 1, model, seed=seed)[0]
 
 
@@ -134,7 +151,7 @@ def run_iterations(trainer: Any, cluster: Any, actors: list[Any], ref: Any, roll
     """The async loop (the module docstring). Returns the per-iteration rows (printed as they end)."""
     g = settings
     n_iter, bound = int(g["iterations"]), int(g.get("max_staleness", ASYNC_DEFAULTS["max_staleness"]))
-    rows = Rows(_tracker_path(cfg), bound)
+    rows = Rows(tracker_path(cfg), bound)
     sent, next_batch, history = 0, 1, []
     pending: dict[int, Any] = {}   # batch -> its generation, until trained (rows.gens may forget it sooner)
     async_rows: dict[int, dict] = {}
@@ -155,13 +172,13 @@ def run_iterations(trainer: Any, cluster: Any, actors: list[Any], ref: Any, roll
             cluster.get([w.end_iteration.remote() for w in actors + [ref]])
             ts = time.time()
             with trace_span("weight_sync", cat=CAT_ASYNC, args={"policy_version": it}):
-                gathered = cluster.get(actors[0].gather_weights.remote(it))
+                gathered = cluster.get(actors[0].gather_weights.remote(it, hf=vllm_rollout.is_vllm(g)))
                 rows.loads[it] = rollout.load_weights.remote(gathered["ref"], it)
             exposed_s = time.time() - ts
             sent = it
         t1 = time.time()
         rows.add(iteration=it, window=(t0, t1), wait_s=wait_s, exposed_s=exposed_s, version=it,
-                 gather=(gathered["start"], gathered["end"]), sample_versions=[batch["policy_version"]] * len(batch["lengths"]))
+                 phases=gathered["phases"], sample_versions=[batch["policy_version"]] * len(batch["lengths"]))
         for r in rows.flush(cluster, wait=False):
             async_rows[r["iteration"]] = r
         row = {"iteration": it, **row, "version_gap": it - 1 - batch["policy_version"], "wait_s": wait_s,
@@ -176,7 +193,7 @@ def run_iterations(trainer: Any, cluster: Any, actors: list[Any], ref: Any, roll
     return history
 
 
-def _tracker_path(cfg: Any) -> Path | None:
+def tracker_path(cfg: Any) -> Path | None:
     """The driver's metrics file (a tracker file to the analysis), when `metrics.enable`."""
     if not cfg.metrics.enable:
         return None

@@ -1,10 +1,13 @@
 """The asynchronous GRPO example's workers (docs/async.md): a rollout group apart from the actors,
-and the weight sync between them in its three phases, each a span on the timeline:
+and the weight sync between them in its phases, each a span on the timeline (weight_sync.py):
 
-    gather    actor rank 0: its weights copied and put into Ray's object store (AsyncActorWorker.gather_weights)
-    transfer  the rollout rank fetches them from the object store (RolloutWorker.load_weights)
-    load      ... and loads them into its model
+    gather    actor rank 0: its weights copied (ActorWorker.gather_weights)
+    convert   ... into Hugging Face names and layouts, when the rollout is a vLLM engine
+    transfer  the rollout rank fetches them from the object store (load_weights)
+    load      ... and loads them into its model (or its engine's)
 
+The rollout rank is a Megatron model here (RolloutWorker) or a vLLM engine (vllm_rollout.py's
+VllmRolloutWorker, `grpo.rollout=vllm`); both generate whole batches the same way (BatchRollout).
 Times are wall clock (time.time()), as the sample records', so that the driver can place them in its
 iterations; the spans are the tracer's (clock-aligned on the merged timeline).
 """
@@ -15,6 +18,7 @@ from typing import Any
 
 import torch
 
+from examples.common import weight_sync
 from examples.common.workers import ActorWorker, GRPOActorWorker, sleep_ms
 from mindspeed_profiler.tracing import trace_span
 
@@ -31,35 +35,23 @@ class AsyncActorWorker(GRPOActorWorker):
         sleep_ms(self.model_cfg.get("update_delay_ms", 0))
         super()._all_reduce_grads()
 
-    def gather_weights(self, version: int) -> dict[str, Any]:
-        """Phase 1 of the sync: this rank's weights (after `version` updates) into the object store.
-        Returns {"ref": [its ObjectRef] (a list, so that Ray hands the reference on unresolved), "start", "end"}."""
-        import ray
 
-        start = time.time()
-        with trace_span("weight_sync/gather", cat=CAT_ASYNC, args={"policy_version": version, "phase": "gather"}):
-            ref = ray.put(self.get_weights())
-        return {"ref": [ref], "start": start, "end": time.time()}
-
-
-class RolloutWorker(ActorWorker):
-    """A rank of the rollout group: generates whole batches with the weights it was last sent
-    (their version recorded with every sample) and loads new weights when told. Never trained."""
+class BatchRollout:
+    """What a rollout rank of the async mode does, whatever generates: whole batches with the
+    weights it was last sent (their version recorded with every sample). Its class gives
+    `generate(prompts, n_samples, response_len, temperature, policy_version)` -> (tokens, lengths)
+    and `load_weights(holder, version)`."""
 
     role = "rollout"
     trainable = False
-
-    def warm_start(self) -> None:
-        """Nothing: its weights come from the actor (the warm-started policy is version 0)."""
-
     version = 0   # the policy version of the weights loaded: 0, the warm-started policy, until load_weights
 
     def generate_batch(self, prompts: torch.Tensor, n_samples: int, response_len: int, temperature: float,
                        batch: int) -> dict[str, Any]:
         """One batch (this worker's iteration `batch`): generate() with the weights loaded last, whose
         version (this worker's own count, not the caller's word) goes into every sample's record;
-        `grpo.rollout_delay_ms` delays its decoding (_sample: a knob that makes the rollout the
-        bottleneck, as a slower engine would). Returns tokens, lengths, the version and the wall-clock span."""
+        `grpo.rollout_delay_ms` delays its decoding (a knob that makes the rollout the bottleneck, as a
+        slower engine would). Returns tokens, lengths, the version and the wall-clock span."""
         policy_version = self.version
         start = time.time()
         with trace_span("rollout_generate", cat=CAT_ASYNC, args={"batch": batch, "policy_version": policy_version}):
@@ -69,20 +61,27 @@ class RolloutWorker(ActorWorker):
         self.end_iteration()   # the rollout's iteration is the batch: its samples are recorded under it
         return {"tokens": tokens, "lengths": lengths, "policy_version": policy_version, "start": start, "end": end}
 
+
+class RolloutWorker(BatchRollout, ActorWorker):
+    """A rank of the rollout group of a Megatron model: never trained."""
+
+    def warm_start(self) -> None:
+        """Nothing: its weights come from the actor (the warm-started policy is version 0)."""
+
     def _sample(self, prompts: torch.Tensor, how: Any, temperature: float) -> Any:
         # the rollout_delay_ms knob inside the generation stage, before the first token (a slower engine)
         sleep_ms(self.model_cfg.get("rollout_delay_ms", 0))
         return super()._sample(prompts, how, temperature)
 
     def load_weights(self, holder: list, version: int) -> dict[str, Any]:
-        """Phases 2 and 3 of the sync: fetch the gathered weights (`holder`: [ObjectRef]) and load them."""
+        """The rollout's phases of the sync: fetch the gathered weights (`holder`: [ObjectRef]) and load them."""
         import ray
 
         t0 = time.time()
-        with trace_span("weight_sync/transfer", cat=CAT_ASYNC, args={"policy_version": version, "phase": "transfer"}):
+        with weight_sync.phase_span("transfer", version):
             weights = ray.get(holder[0], timeout=300)
         t1 = time.time()
-        with trace_span("weight_sync/load", cat=CAT_ASYNC, args={"policy_version": version, "phase": "load"}):
+        with weight_sync.phase_span("load", version):
             self.set_weights(weights)
         self.version = version
         return {"transfer": (t0, t1), "load": (t1, time.time()), "policy_version": version}

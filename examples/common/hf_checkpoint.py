@@ -180,13 +180,22 @@ def write_checkpoint(directory: str | os.PathLike, megatron_state_dict: Mapping[
     `response_len` and `long_tail_tokens` give max_position_embeddings, as the actor's positions).
     Written into a new directory beside it, then renamed into place: a reader sees the old complete
     directory, none, or the new complete one, never part of one."""
+    return write_hf_checkpoint(directory, to_hf_state_dict(megatron_state_dict, ModelShape.from_settings(model_settings)),
+                               model_settings)
+
+
+def write_hf_checkpoint(directory: str | os.PathLike, weights: Mapping[str, torch.Tensor],
+                        model_settings: dict[str, Any]) -> Path:
+    """write_checkpoint for weights already in HF names (to_hf_state_dict's: what the actor sends
+    the rollout, which writes its engine's checkpoint on its own node)."""
     from safetensors.torch import save_file
 
     shape = ModelShape.from_settings(model_settings)
     if "prompt_len" not in model_settings or "response_len" not in model_settings:
         raise ValueError("model settings: prompt_len and response_len are needed (the checkpoint's "
                          f"max_position_embeddings); given: {', '.join(sorted(model_settings))}")
-    weights = to_hf_state_dict(megatron_state_dict, shape)
+    if "model.embed_tokens.weight" not in weights:
+        raise ValueError("weights: model.embed_tokens.weight is missing (not an HF Qwen2 state dict: to_hf_state_dict)")
     vocab = weights["model.embed_tokens.weight"].shape[0]
     if vocab != task.VOCAB_SIZE:
         raise ValueError(f"embedding.word_embeddings.weight has {vocab} rows: the task's tokenizer has "

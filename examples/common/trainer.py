@@ -9,7 +9,8 @@ from typing import Any, Sequence
 
 import yaml
 
-from examples.common import async_loop
+from examples.common import async_loop, vllm_rollout
+from examples.common.mcore_cpu import ModelShape
 from mindspeed_profiler import load_config, start_run
 from mindspeed_profiler.config import ProfilerConfig
 from mindspeed_profiler.core.formats import RUN_ID_ENV
@@ -233,9 +234,21 @@ class Trainer:
 
     def __init__(self, settings: dict[str, Any]):
         self.s = settings
+        self.rollout: list[Any] = []   # the vLLM rollout group (`rollout=vllm`, sync mode): its one rank
 
     def iteration(self, cluster: RayCluster, actors: list[Any], ref: Any, it: int) -> dict[str, float]:
         raise NotImplementedError
+
+    def generate(self, cluster: RayCluster, actors: list[Any], prompts: Any, n_samples: int) -> list[tuple[Any, Any]]:
+        """`n_samples` responses per prompt, as (tokens, lengths) shards: each actor rank generates
+        its share of the prompts, or the vLLM rollout the whole batch (`rollout=vllm`)."""
+        s = self.s
+        if self.rollout:
+            return [cluster.get(self.rollout[0].generate.remote(prompts, n_samples, s["response_len"], s["temperature"]))]
+        return cluster.get([a.generate.remote(p, n_samples, s["response_len"], s["temperature"], self.iteration_no)
+                            for a, p in zip(actors, prompts.chunk(len(actors)))])
+
+    iteration_no = 0   # the iteration running (the version the actors record with their samples)
 
     def format_row(self, row: dict[str, float]) -> str:
         return "  ".join(f"{k} {v:.4f}" for k, v in row.items() if k not in ("iteration", "seconds"))
@@ -246,13 +259,20 @@ class Trainer:
 
 def _sync_iterations(trainer: Trainer, cluster: RayCluster, actors: list[Any], ref: Any, settings: dict[str, Any],
                      cfg: ProfilerConfig) -> list[dict[str, float]]:
-    """The synchronous loop: each iteration generates, then trains (trainer.iteration)."""
+    """The synchronous loop: each iteration generates, then trains (trainer.iteration); with a vLLM
+    rollout, the updated weights are then synced into its engine (the driver's metrics row says
+    how long each phase took)."""
     history = []
+    rows = async_loop.DriverRows(async_loop.tracker_path(cfg)) if trainer.rollout else None
     for it in range(1, int(settings["iterations"]) + 1):
         t0 = time.perf_counter()
+        trainer.iteration_no = it
         with trace_span("iteration", cat="iteration", args={"iteration": it}):
             row = trainer.iteration(cluster, actors, ref, it)
-            cluster.get([w.end_iteration.remote() for w in actors + [ref]])
+            sync = vllm_rollout.sync_weights(cluster, actors[0], trainer.rollout[0], it) if trainer.rollout else {}
+            cluster.get([w.end_iteration.remote() for w in actors + [ref] + trainer.rollout])
+        if rows is not None:
+            rows.write({"iteration": it, "timing_s/iteration": time.perf_counter() - t0, **sync})
         row = {"iteration": it, **row, "seconds": time.perf_counter() - t0}
         history.append(row)
         print(f"iter {it:3d}  {trainer.format_row(row)}  {row['seconds']:.2f}s", flush=True)
@@ -275,16 +295,22 @@ def run_trainer(trainer_cls: type[Trainer], config_path: str | Path, overrides: 
     problems += filter(None, [async_loop.delay_problem(settings, trainer_cls.section, "log_prob_delay_ms")])
     if async_loop.is_async(settings) and getattr(trainer_cls, "async_actor_cls", None) is None:
         problems.append(f"{trainer_cls.section}.mode=async: this trainer has no asynchronous mode; allowed: sync")
+    problems += vllm_rollout.check_rollout(settings, trainer_cls.section)
+    try:   # the model every worker builds, checked here (a worker would fail later, with less to say)
+        ModelShape.from_settings(vllm_rollout.worker_model(settings), where=f"{trainer_cls.section}.model")
+    except ValueError as exc:
+        problems.append(str(exc))
     if problems:
         raise ValueError("; ".join(problems))
-    mode_async = async_loop.is_async(settings)
+    mode_async, on_vllm = async_loop.is_async(settings), vllm_rollout.is_vllm(settings)
     # what every worker needs: the model, the sequence lengths, the warm start, the straggler and the
-    # long tail made on purpose (if any)
-    model = dict(settings["model"], prompt_len=settings["prompt_len"], response_len=settings["response_len"],
+    # long tail made on purpose (if any), the vLLM rollout's settings
+    model = dict(vllm_rollout.worker_model(settings), prompt_len=settings["prompt_len"], response_len=settings["response_len"],
                  straggler_rank=settings.get("straggler_rank"), straggler_ms=settings.get("straggler_ms", 0),
                  log_prob_delay_ms=settings.get("log_prob_delay_ms", 0),
                  **{k: settings.get(k, v) for k, v in GENERATION_DEFAULTS.items()},
-                 rollout_delay_ms=settings.get("rollout_delay_ms", 0), update_delay_ms=settings.get("update_delay_ms", 0))
+                 rollout_delay_ms=settings.get("rollout_delay_ms", 0), update_delay_ms=settings.get("update_delay_ms", 0),
+                 vllm=vllm_rollout.vllm_settings(settings))
     trainer = trainer_cls(settings)
     history: list[dict[str, float]] = []
     wall = 0.0
@@ -294,15 +320,23 @@ def run_trainer(trainer_cls: type[Trainer], config_path: str | Path, overrides: 
             actors = cluster.group(trainer.async_actor_cls if mode_async else trainer.actor_cls, n_actors, model,
                                    seed=settings["seed"])
             ref = cluster.group(trainer.ref_cls, 1, model, seed=settings["seed"])[0]
-            rollout = [async_loop.start_rollout(cluster, model, settings["seed"])] if mode_async else []
+            if mode_async:
+                rollout = [async_loop.start_rollout(cluster, model, settings["seed"], settings)]
+            else:
+                rollout = [cluster.group(vllm_rollout.VllmRolloutWorker, 1, model, seed=settings["seed"])[0]] if on_vllm else []
             cluster.sync_clocks()
             # the reference, every actor rank (and the rollout) start as a copy of actor rank 0's initial
-            # (warm-started) policy
+            # (warm-started) policy: a vLLM rollout builds its engine on it (version 0)
             weights = actors[0].get_weights.remote()
-            cluster.get([w.set_weights.remote(weights) for w in actors[1:] + [ref] + rollout])
+            cluster.get([w.set_weights.remote(weights) for w in actors[1:] + [ref] + ([] if on_vllm else rollout)])
+            if on_vllm:
+                vllm_rollout.start_engine(cluster, actors[0], rollout[0])
+                trainer.rollout = [] if mode_async else rollout
             t_start = time.perf_counter()
-            run = async_loop.run_iterations if mode_async else _sync_iterations
-            history = run(trainer, cluster, actors, ref, *rollout, settings=settings, cfg=cfg)
+            if mode_async:
+                history = async_loop.run_iterations(trainer, cluster, actors, ref, rollout[0], settings=settings, cfg=cfg)
+            else:
+                history = _sync_iterations(trainer, cluster, actors, ref, settings=settings, cfg=cfg)
             wall = time.perf_counter() - t_start
         finally:
             cluster.shutdown_workers()  # export open captures even when the run failed

@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from examples.common import generation, task
-from examples.common.mcore_cpu import build_gpt, causal_mask, group_store, init_megatron
+from examples.common import generation, hf_checkpoint, task, weight_sync
+from examples.common.mcore_cpu import ModelShape, build_model, causal_mask, group_store, init_megatron, max_positions
 from examples.common.rl_math import dpo_loss, grpo_loss, response_mask, sequence_log_probs, sft_loss, token_log_probs
 from mindspeed_profiler import IntegratedProfiler, load_config, mstx_range, mstx_timer_decorator
 from mindspeed_profiler.tracing import init_tracer, shutdown_tracer
@@ -54,20 +54,28 @@ class PolicyWorker:
         init_megatron(rank=rank, world_size=world_size, seed=self.seed, store=store)  # same seed: identical initial weights
         # positions for the longest response a run may ask for (the long-tail knob's, even when off:
         # the same initial weights with and without it)
-        self.seq_len = model["prompt_len"] + max(model["response_len"], model.get("long_tail_tokens", 0))
-        self.model = build_gpt(task.VOCAB_SIZE, self.seq_len, num_layers=model["layers"], hidden=model["hidden"], heads=model["heads"])
+        self.seq_len = max_positions(model)
+        self.shape = ModelShape.from_settings(model)   # gpt, or qwen2 (an architecture vLLM serves)
+        self.model = build_model(self.shape, task.VOCAB_SIZE, self.seq_len)
         torch.manual_seed(self.seed + 1000 * (rank + 1))  # but each rank samples its own stream
         if self.trainable:
             self.optimizer = torch.optim.Adam(self.model.parameters(), lr=model.get("lr", 1e-3))
         self.warm_start()   # before the profiler starts: not part of any iteration
+        self.start_profiling(self.model)
+        return self.ready()
+
+    def start_profiling(self, model: Any = None) -> None:
+        """This process's profiler (the whole config: captures, metrics) and tracer, started: what a
+        user's worker does at the end of its init, as MindSpeed-RL does. `model`: for MFU."""
+        rank = self.rank
         self.cfg = load_config(self.config, check_paths=False)  # validated on the driver already
         init_tracer(self.cfg, role=self.role, rank=rank)   # one name per process: the profiler's role
         # the whole config: its `metrics` section too (per-iteration timings, tokens/s, MFU)
         self.profiler = IntegratedProfiler(self.cfg, role=self.role)
-        self.profiler.set_model(self.model)   # the GPTModel: Megatron's parameter formula, for MFU
+        if model is not None:
+            self.profiler.set_model(model)   # the GPTModel: Megatron's parameter formula, for MFU
         self._counts: dict[str, int] = {}     # what this rank's iteration processed, given to step()
         self.profiler.start()  # MindSpeed starts it at the end of worker init
-        return self.ready()
 
     def warm_start(self) -> None:
         """What a worker does to its model before training (nothing here)."""
@@ -197,6 +205,28 @@ class ActorWorker(PolicyWorker):
             self.profiler.record_samples(generation.sample_items(out, how, prompts.shape[1], start, policy_version),
                                          stage="actor_generate")
             return out.tokens, out.lengths
+
+
+    def gather_weights(self, version: int, hf: bool = False) -> dict[str, Any]:
+        """The actor's phases of the weight sync (examples/common/weight_sync.py): `gather` (this
+        rank's weights copied after `version` updates) and, for a vLLM rollout (`hf`), `convert`
+        (into Hugging Face names and layouts); the last one puts them into Ray's object store.
+        Returns {"ref": [its ObjectRef] (a list, so that Ray hands the reference on unresolved),
+        "phases": {phase: (start, end) wall clock}, "start", "end"}."""
+        import ray
+
+        phases = {}
+        start = time.time()
+        with weight_sync.phase_span("gather", version):
+            weights = self.get_weights()
+            if not hf:
+                ref = ray.put(weights)
+        phases["gather"] = (start, time.time())
+        if hf:
+            with weight_sync.phase_span("convert", version):
+                ref = ray.put(hf_checkpoint.to_hf_state_dict(weights, self.shape))
+            phases["convert"] = (phases["gather"][1], time.time())
+        return {"ref": [ref], "phases": phases, "start": start, "end": time.time()}
 
 
 class GRPOActorWorker(ActorWorker):

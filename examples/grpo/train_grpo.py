@@ -67,13 +67,11 @@ class GRPO(Trainer):
         self.gen = torch.Generator().manual_seed(int(settings.get("seed", 0)))
 
     def iteration(self, cluster: RayCluster, actors: list[Any], ref: Any, it: int) -> dict[str, float]:
-        g, n = self.s, len(actors)
+        g = self.s
         span = {"iteration": it}
         prompts = task.make_prompts(int(g["prompts_per_iteration"]), int(g["prompt_len"]), self.gen)
         with trace_span("actor_generate", cat="rpc", args=span):
-            shards = cluster.get([
-                a.generate.remote(s, g["samples_per_prompt"], g["response_len"], g["temperature"], it)
-                for a, s in zip(actors, prompts.chunk(n))])
+            shards = self.generate(cluster, actors, prompts, g["samples_per_prompt"])
         # each rank's batch is as wide as its longest response: padded to the widest (masked out)
         tokens = task.pad_responses([shard[0] for shard in shards])
         lengths = torch.cat([shard[1] for shard in shards])

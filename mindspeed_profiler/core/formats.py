@@ -292,7 +292,9 @@ def metrics_file_name(role: str, rank: int) -> str:
 
 # asynchronous RL's tracker keys (metrics/async_rl.py, analysis/analyzers/async_rl.py, docs/async.md)
 ASYNC_METRICS_PREFIX = "async/"
-WEIGHT_SYNC_PHASES = ("gather", "transfer", "load")   # actor -> object store -> rollout -> its model
+# actor -> (HF layout, for an inference engine) -> object store -> rollout -> its model; spans
+# `weight_sync/<phase>` of category CAT_WEIGHT_SYNC (examples/common/weight_sync.py)
+WEIGHT_SYNC_PHASES = ("gather", "convert", "transfer", "load")
 
 
 # ---------------------------------------------------------------------------------- rollout samples
@@ -385,6 +387,7 @@ EVENT_FIELDS = ("ph", "name", "cat", "start_ns", "dur_ns", "lane", "args")
 
 # Span categories the analysis relies on (other categories are free: user, driver, ...).
 CAT_STAGE = "stage"            # an RL stage on a worker; name / args.stage = the stage name
+CAT_WEIGHT_SYNC = "weight_sync"   # a phase of the actor -> rollout weight sync: weight_sync/<phase>, args.phase
 CAT_ITERATION = "iteration"    # one training iteration; args.iteration = its 1-based number
 CAT_RPC = "rpc"                # a driver-side call into a worker group
 CAT_PROFILER = "profiler"      # the profiler's own work (profiler_export), kept out of stage spans
