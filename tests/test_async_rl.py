@@ -151,8 +151,8 @@ def _one_row(rows) -> list[dict]:
     gen = {"start": 10.0, "end": 10.4, "policy_version": 0}
     load = {"transfer": (10.5, 10.52), "load": (10.52, 10.53), "policy_version": 1}
     rows.gens[1], rows.loads[1] = gen, load
-    rows.add(iteration=1, window=(10.0, 11.0), wait_s=0.3, exposed_s=0.01, version=1, gather=(10.49, 10.5),
-             sample_versions=[0] * 4)
+    rows.add(iteration=1, window=(10.0, 11.0), wait_s=0.3, exposed_s=0.01, version=1,
+             phases={"gather": (10.48, 10.49), "convert": (10.49, 10.5)}, sample_versions=[0] * 4)
     return rows.flush(_Got, wait=True)
 
 
@@ -165,11 +165,13 @@ def test_the_driver_rows_are_written_and_a_write_failure_is_a_warning(tmp_path, 
     (row,) = _one_row(Rows(path, 1))
     assert row["iteration"] == 1 and row["timing_s/iteration"] == pytest.approx(1.0)
     assert row["async/rollout_busy_s"] == pytest.approx(0.4 + 0.03) and row["async/weight_sync_gather_s"] == pytest.approx(0.01)
+    assert row["async/weight_sync_convert_s"] == pytest.approx(0.01)
+    assert row["async/weight_sync_s"] == pytest.approx(0.01 + 0.01 + 0.02 + 0.01)
     assert [json.loads(line) for line in path.read_text().splitlines()] == [row]   # a new run starts the file
     blocked = tmp_path / "blocked"
     blocked.mkdir()
     (row2,) = _one_row(Rows(blocked, 1))   # a directory where the file should be: warned, the row still made
-    assert row2["iteration"] == 1 and "could not write the async metrics" in caplog.text
+    assert row2["iteration"] == 1 and "could not write the driver's metrics" in caplog.text
 
 
 def test_the_rows_forget_the_calls_no_later_row_needs():

@@ -279,6 +279,17 @@ def _sync_iterations(trainer: Trainer, cluster: RayCluster, actors: list[Any], r
     return history
 
 
+def worker_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """What every worker needs of a trainer's settings: the model, the sequence lengths, the warm
+    start, the straggler and the long tail made on purpose (if any), the vLLM rollout's settings."""
+    return dict(vllm_rollout.worker_model(settings), prompt_len=settings["prompt_len"],
+                response_len=settings["response_len"], straggler_rank=settings.get("straggler_rank"),
+                straggler_ms=settings.get("straggler_ms", 0), log_prob_delay_ms=settings.get("log_prob_delay_ms", 0),
+                **{k: settings.get(k, v) for k, v in GENERATION_DEFAULTS.items()},
+                rollout_delay_ms=settings.get("rollout_delay_ms", 0), update_delay_ms=settings.get("update_delay_ms", 0),
+                vllm=vllm_rollout.vllm_settings(settings))
+
+
 def run_trainer(trainer_cls: type[Trainer], config_path: str | Path, overrides: Sequence[str] = (),
                 analyse: bool = True) -> dict[str, Any]:
     """Validate the config, start the worker groups, run the iterations under the tracer, stop the
@@ -303,14 +314,7 @@ def run_trainer(trainer_cls: type[Trainer], config_path: str | Path, overrides: 
     if problems:
         raise ValueError("; ".join(problems))
     mode_async, on_vllm = async_loop.is_async(settings), vllm_rollout.is_vllm(settings)
-    # what every worker needs: the model, the sequence lengths, the warm start, the straggler and the
-    # long tail made on purpose (if any), the vLLM rollout's settings
-    model = dict(vllm_rollout.worker_model(settings), prompt_len=settings["prompt_len"], response_len=settings["response_len"],
-                 straggler_rank=settings.get("straggler_rank"), straggler_ms=settings.get("straggler_ms", 0),
-                 log_prob_delay_ms=settings.get("log_prob_delay_ms", 0),
-                 **{k: settings.get(k, v) for k, v in GENERATION_DEFAULTS.items()},
-                 rollout_delay_ms=settings.get("rollout_delay_ms", 0), update_delay_ms=settings.get("update_delay_ms", 0),
-                 vllm=vllm_rollout.vllm_settings(settings))
+    model = worker_settings(settings)
     trainer = trainer_cls(settings)
     history: list[dict[str, float]] = []
     wall = 0.0

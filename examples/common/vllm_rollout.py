@@ -232,6 +232,16 @@ class VllmRolloutWorker(BatchRollout, PolicyWorker):
                                  SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=0.0), use_tqdm=False)
         return [[step[tok].logprob for step, tok in zip(o.prompt_logprobs[1:], s[1:])] for o, s in zip(outs, sequences)]
 
+    def greedy(self, prompts: list[list[int]], tokens: int) -> list[list[int]]:
+        """The engine's greedy continuation of each prompt, `tokens` long (the end token not special),
+        for the conversion's checks."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts],
+                                 SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True), use_tqdm=False)
+        return [list(o.outputs[0].token_ids) for o in outs]
+
     def shutdown(self) -> dict[str, Any]:
         out = super().shutdown()   # the profiler first: its last engine capture is placed while the engine lives
         if self.llm is not None:

@@ -118,6 +118,13 @@ class PolicyWorker:
         pos = torch.arange(t).unsqueeze(0).expand(b, -1)
         return self.model(tokens, pos, causal_mask(t))
 
+    def greedy_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The most likely next token after each position [B, T] (no stage: a check of the weights
+        a rollout serves, tests/test_examples_vllm_rollout.py)."""
+        with torch.no_grad():
+            self.model.eval()
+            return self._logits(tokens).argmax(-1)
+
     @mstx_timer_decorator
     def _log_probs(self, tokens: torch.Tensor) -> torch.Tensor:
         return token_log_probs(self._logits(tokens), tokens)
