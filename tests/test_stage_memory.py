@@ -258,3 +258,15 @@ def test_device_module_lookup_never_imports_torch_npu(monkeypatch):
     assert device_memory.find_device() is None     # a CPU torch: no device, and torch_npu stays unimported
     assert "torch_npu" not in __import__("sys").modules
     assert stage_memory.OPEN == []
+
+
+def test_a_stage_call_s_line_text_is_its_line_as_json():
+    meter = stage_memory.StageMemory()
+    quoted: dict = {}
+    for name in ("actor_update", 'odd "name"\\ é\n', "x"):
+        call = meter.exit(meter.enter(name, 7), failed="OutOfMemoryError" if name == "x" else None)
+        call.offload_bytes = 123
+        assert json.loads(call.line_text(quoted)) == call.line()
+    bare = stage_memory.StageCall("s", None)
+    assert json.loads(bare.line_text(quoted)) == bare.line()   # no end, no iteration, no peaks
+    meter.close()

@@ -58,6 +58,8 @@ class MemoryTracking:
         self._history: str | None = None    # the device kind whose history we asked to keep
         self._last_oom: int | None = None   # id() of the exception last recorded (it leaves nested stages)
         self._tick_key = ("host-watermark", id(self))
+        self._fh: Any = None                # the stage-call file, open from the first write to stop()
+        self._quoted: dict[str, str] = {}   # stage name -> its JSON text
         self.watermark: HostWatermark | None = None
         if cfg.host_memory_watermark is not None:
             self.watermark = HostWatermark(cfg.host_memory_watermark, self._crossed)
@@ -89,6 +91,7 @@ class MemoryTracking:
 
     def stopped(self) -> None:
         export_writer.WRITER.cancel(self._tick_key)
+        self._close_file()
         if self._history:
             try:
                 HISTORY.release(self._history, self.meter.device.mem if self.meter.device is not None else None)
@@ -103,7 +106,10 @@ class MemoryTracking:
         return self.meter.enter(stage, iteration)
 
     def exit(self, call: StageCall, exc: BaseException | None) -> None:
-        self.meter.exit(call, type(exc).__name__ if exc is not None else None)
+        if exc is None:
+            self.meter.exit(call)
+            return
+        self.meter.exit(call, type(exc).__name__)
         kind = oom.oom_kind(exc)
         if kind is not None and id(exc) != self._last_oom:
             self._last_oom = id(exc)
@@ -146,25 +152,36 @@ class MemoryTracking:
         dev = self.meter.device
         if dev is not None and not self._device_said:
             lines.append({"type": "device", "kind": dev.kind, "capacity_bytes": self.meter.device_capacity})
-        lines += [c.line() for c in calls]
+        text = "".join(c.line_text(self._quoted) for c in calls)
         if dropped:
             lines.append({"type": "dropped", "iteration": calls[-1].iteration if calls else None, "calls": dropped})
         for note in self.meter.notes:
             lines.append({"type": "note", "note": note})
         self.meter.notes.clear()
-        if not lines:
+        if not lines and not text:
             return
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            data = "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines).encode("utf-8")
-            with open_append(self.stages_path, truncate=self._truncate) as fh:
-                fh.write(data)
-            self._truncate = False
+            data = ("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines) + text).encode("utf-8")
+            if self._fh is None:   # opened once, kept: an open per iteration was most of the step's cost
+                self.dir.mkdir(parents=True, exist_ok=True)
+                self._fh = open_append(self.stages_path, truncate=self._truncate)
+                self._truncate = False
+            self._fh.write(data)
+            self._fh.flush()
             self._header_written = True
             self._device_said = self._device_said or dev is not None
         except Exception as exc:
+            self._close_file()
             warn_once((self._scope, "memory-write"), "could not write the per-stage memory to %s (%s rank %d): %s: %s; "
                       "training goes on", self.stages_path, self.role, self.rank, type(exc).__name__, exc)
+
+    def _close_file(self) -> None:
+        fh, self._fh = self._fh, None
+        if fh is not None:
+            try:
+                fh.close()
+            except Exception:
+                pass
 
     # ------------------------------------------------------------------ records
 

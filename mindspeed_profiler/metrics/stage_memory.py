@@ -18,6 +18,7 @@ device is left out from then on.
 """
 from __future__ import annotations
 
+import json
 import time
 from collections import deque
 from typing import Any
@@ -60,6 +61,24 @@ class StageCall:
         if self.failed:
             row["failed"] = self.failed
         return row
+
+    def line_text(self, quoted: dict[str, str]) -> str:
+        """line() as its JSON text, made here (json.dumps of the dict: ~5 us a line; this ~1.5 us):
+        every value is an int or None but the stage name and the exception's name, quoted by JSON
+        once per name (`quoted`: the cache)."""
+        stage = quoted.get(self.stage)
+        if stage is None:
+            stage = quoted[self.stage] = json.dumps(self.stage)
+        parts = [f'{{"type":"stage","iteration":{"null" if self.iteration is None else self.iteration},"stage":{stage},'
+                 f'"start_ns":{self.start_ns},"end_ns":{"null" if self.end_ns is None else self.end_ns}']
+        for name in CALL_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                parts.append(f',"{name}":{value}')
+        if self.failed:
+            parts.append(f',"failed":{json.dumps(self.failed)}')
+        parts.append("}\n")
+        return "".join(parts)
 
 
 def _max(a: int | None, b: int | None) -> int | None:
@@ -199,7 +218,6 @@ class StageMemory:
                 except Exception as exc:
                     self._device_failed(exc)
             self.host.reset()
-        self.probe()
         return out
 
     def close(self) -> None:
