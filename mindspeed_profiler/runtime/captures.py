@@ -409,6 +409,7 @@ class Captures:
         the files listed stay whole (the raw trace is kept when its compression fails)."""
         phases = cap.meta["export_phases"]
         for name, step in deferred:
+            before = files
             try:
                 with timed(phases, name):
                     files = step(files)
@@ -417,6 +418,14 @@ class Captures:
                                          "(the trace files listed are whole)")
             if cap.left and cap.left[0] == name:
                 cap.left.pop(0)
+            if files != before and cap.left:
+                # the files changed (the raw trace compressed, then removed) and a step follows: the
+                # metadata lists them now, so a process killed during that step leaves it true
+                with self._meta_lock:
+                    try:
+                        self._write_meta(cap, directory, files)
+                    except Exception:
+                        pass   # the final write says it, or the warning of a late export
         with self._meta_lock:
             if cap.meta["status"] in ("exporting", "held"):
                 cap.meta["status"] = "ok"

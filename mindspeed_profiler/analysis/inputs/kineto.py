@@ -78,12 +78,24 @@ def _claim_capture_dir(root: Path, d: Path) -> Capture | None:
         inside = [f for f in listed if _inside(d, d / f)]   # metadata is data: never a path out of the capture
         if len(inside) < len(listed):
             cap.warnings.append(f"trace_files lists {len(listed) - len(inside)} path(s) outside the capture directory: ignored")
-        cap.files = [rel(root, p) for p in keep_regular(root, cap, [d / f for f in inside])]
+        cap.files = [rel(root, p) for p in keep_regular(root, cap, [_compressed_if_gone(cap, d / f) for f in inside])]
     else:
         found = sorted(where / n for where, _, names in walk(d) for n in names   # (rglob recursed per level)
                        if is_trace_json(n) or n.endswith(formats.MEMORY_SNAPSHOT_SUFFIX))
         cap.files = [rel(root, p) for p in keep_regular(root, cap, found)]
     return cap
+
+
+def _compressed_if_gone(cap: Capture, path: Path) -> Path:
+    """A listed raw trace that is gone while its `.gz` is there: the export was interrupted after
+    the compression (the .gz is renamed into place whole, then the raw removed) and before the
+    metadata was rewritten; the .gz is the trace (said in a warning)."""
+    gz = path.with_name(path.name + ".gz")
+    if path.name.endswith(".json") and not os.path.lexists(path) and gz.is_file():
+        cap.warnings.append(f"{path.name} is listed but gone; {gz.name} read instead (the export was interrupted "
+                            "after compressing it, before the metadata was rewritten)")
+        return gz
+    return path
 
 
 def _inside(directory: Path, path: Path) -> bool:

@@ -256,4 +256,9 @@ class AnalysisCache:
 
 
 def _digest(files: Listing) -> str:
-    return hashlib.sha1(orjson.dumps(sorted(files.items()))).hexdigest()
+    """The listing's digest. A file name is any bytes (os.fsdecode gives a non-UTF-8 one as lone
+    surrogates, which JSON cannot encode): each is hashed as its bytes on disk."""
+    h = hashlib.sha1()
+    for path, (size, mtime) in sorted(files.items()):
+        h.update(os.fsencode(path) + b"\0" + f"{size}:{mtime}\n".encode())
+    return h.hexdigest()

@@ -40,16 +40,20 @@ SLICE_ARGS = ("id", "iteration", "response_tokens", "prompt_tokens", "finish_rea
 
 
 def samples_dir_of(timeline_dir: str | os.PathLike) -> Path:
-    """The samples directory of the run whose timeline is in `timeline_dir`: run.json's
-    `integrated.profile_save_path` + /samples when it says one, else `<timeline_dir>/../samples`."""
+    """The samples directory of the run whose timeline is in `timeline_dir`: `samples/` beside the
+    run's run.json (the save path, wherever the run now lies), else run.json's absolute
+    `integrated.profile_save_path` + /samples, else `<timeline_dir>/../samples`. A relative save path
+    is never resolved: it was relative to the training's working directory, not to ours."""
     timeline_dir = Path(timeline_dir)
     for d in (timeline_dir.parent, timeline_dir):
+        if (d / formats.RUN_FILE).is_file() and (d / formats.SAMPLES_DIR).is_dir():
+            return d / formats.SAMPLES_DIR
         try:
             run = read_json_object(d / formats.RUN_FILE)   # None: a TypeError below
             save = run["config"]["profiler_config"]["integrated"]["profile_save_path"]
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if isinstance(save, str) and save and (Path(save) / formats.SAMPLES_DIR).is_dir():
+        if isinstance(save, str) and os.path.isabs(save) and (Path(save) / formats.SAMPLES_DIR).is_dir():
             return Path(save) / formats.SAMPLES_DIR
     return timeline_dir.parent / formats.SAMPLES_DIR
 
