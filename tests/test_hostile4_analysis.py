@@ -11,24 +11,20 @@ odd file never costs the summary.
 """
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import orjson
-import pytest
-
-from mindspeed_profiler import IntegratedProfiler, load_config, tracing
+from mindspeed_profiler import IntegratedProfiler, load_config
 from mindspeed_profiler.analysis.pipeline.batch import analyse_directory
 from mindspeed_profiler.analysis.timeline import sample_tracks as st
 from mindspeed_profiler.config.schema import DEFAULT_SAVE_PATH
 from mindspeed_profiler.core import formats
-from test_timeline_samples import merged, sample, write_samples
+from mindspeed_profiler.runtime.manifest import write_run_manifest
+from test_timeline_samples import merged, sample, traced, write_samples  # noqa: F401 (traced: a fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 MS = 1_000_000
@@ -37,41 +33,19 @@ MS = 1_000_000
 # ------------------------------------------------------------------------------ 4. merge's working directory
 
 
-def _traced_run(save: Path) -> list[tuple[int, int]]:
-    """A real tracer's run in `save` (its run.json as a profiling job writes it, with the default,
-    relative profile_save_path): the wall-clock ns of its two actor_generate calls."""
-    cfg = load_config({"integrated": {"profile": False, "profile_save_path": DEFAULT_SAVE_PATH},
-                       "tracer": {"enable": True, "output_dir": str(save / formats.TIMELINE_DIR)}})
-    tracing.init_tracer(cfg, role="actor", rank=0)
-    stages = []
-    try:
-        prof = IntegratedProfiler(cfg, role="actor", rank=0, world_size=1)
-        prof.start()
-        for _ in range(2):
-            with prof.stage("actor_generate"):
-                a = time.time_ns()
-                time.sleep(0.02)
-                stages.append((a, time.time_ns()))
-            prof.step()
-        prof.stop()
-    finally:
-        tracing.shutdown_tracer()
-    from mindspeed_profiler.runtime.manifest import write_run_manifest
-
-    write_run_manifest(cfg, str(save))
-    return stages
-
-
 def _samples_of(save: Path, stages, prefix: str) -> None:
     write_samples(save, "actor", 0, [(it, "actor_generate", [sample(it, a + MS, b - MS, id=f"{prefix}{it}")])
                                      for it, (a, b) in enumerate(stages, 1)])
 
 
-def test_merge_draws_the_runs_own_samples_from_any_working_directory(tmp_path, clean_state, monkeypatch):
-    archived = tmp_path / "archive" / "job_a"
-    stages = _traced_run(archived)
+def test_merge_draws_the_runs_own_samples_from_any_working_directory(traced, monkeypatch):
+    """A real tracer's run (test_timeline_samples' `traced`), its run.json as a job with the default,
+    relative profile_save_path writes it, merged from inside another run's directory whose samples
+    sit where that relative path points from there."""
+    archived, stages = traced
+    write_run_manifest(load_config({"integrated": {"profile_save_path": DEFAULT_SAVE_PATH}}), str(archived))
     _samples_of(archived, stages, "mine-")
-    other = tmp_path / "job_b"   # another run, whose samples sit where job_a's relative save path points from here
+    other = archived / "job_b"
     _samples_of(other / DEFAULT_SAVE_PATH, stages, "other-")
     monkeypatch.chdir(other)
     trace, _ = merged(archived)
