@@ -163,3 +163,24 @@ def test_corrupt_memory_files_are_warnings_and_the_rest_is_analysed(tmp_path):
     assert oom["snapshot_problem"] and oom["live_bytes"] is None and oom["stage"] == OOM_STAGE
     assert len(STAGE_MEMORY.rows(summary)) == 4
     assert "out_of_memory" in [f["id"] for f in summary["findings"]]
+
+
+def test_the_terminal_and_the_report_show_the_tables(run):
+    root, summary = run
+    from mindspeed_profiler.analysis.results import memory_table
+    from mindspeed_profiler.analysis.results.report import sections
+
+    rows = memory_table.stage_rows(summary)
+    assert [r[:3] for r in rows] == [["actor:0", "actor_generate", "4"], ["actor:1", "actor_generate", "3"],
+                                     ["actor:0", "actor_update", "4"], ["actor:1", "actor_update", "3"]]
+    assert rows[1][3] == "4.00" and rows[3][10] == "1"                      # rank 1: 4 GiB in generate, one failed update
+    (oom,) = [r for r in memory_table.record_rows(summary) if r[1] == "device_oom"]
+    assert oom[:5] == [f"actor:{OOM_RANK}", "device_oom", OOM_STAGE, str(OOM_ITERATION), "6.00"]
+    page = sections.memory(summary)
+    assert page["stages"].rows and page["records"].rows
+    summary_without = {"captures": [c for c in summary["captures"] if c["kind"] != "memory"]}
+    assert sections.memory(summary_without) is None and memory_table.stage_rows(summary_without) == []
+    html = (root / "analysis" / "report.html")
+    analyse_directory(root, jobs=1, progress=False, html=True)
+    text = html.read_text()
+    assert 'id="stage-memory"' in text and 'id="oom-records"' in text

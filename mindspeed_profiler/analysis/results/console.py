@@ -28,7 +28,7 @@ from mindspeed_profiler.analysis.models import display
 from mindspeed_profiler.analysis.models import questions as q
 from mindspeed_profiler.analysis.models.display import capture_worker as _worker, field, pct as _pct
 from mindspeed_profiler.analysis.results.outputs import TotalsReader
-from mindspeed_profiler.analysis.results import async_table
+from mindspeed_profiler.analysis.results import async_table, memory_table
 from mindspeed_profiler.analysis.models.summary_fields import CAPTURE_BLOCKS, SUMMARY, TIMELINE
 
 MAX_ROWS = 40            # rows of the captures and stage x worker tables before the rest is hidden
@@ -557,12 +557,23 @@ def print_summary(summary: dict, top_n: int = 10, console: Console | None = None
     _timeline(con, summary)
     _rollout(con, summary)
     _print_async(con, summary)
+    for title, headers, rows in ((memory_table.STAGES_TITLE, memory_table.STAGE_HEADERS, memory_table.stage_rows(summary)),
+                                 (memory_table.RECORDS_TITLE, memory_table.RECORD_HEADERS, memory_table.record_rows(summary))):
+        _print_rows(con, title, headers, rows)   # memory (docs/memory.md): nothing without its files
     _slow_ranks(con, summary)
     _findings(con, summary)
     _warnings(con, summary)
     if before_outputs is not None:
         before_outputs()
     _outputs(con, summary, Path(out_dir) if out_dir else None, html, db)
+
+
+def _print_rows(con: Console, title: str, headers: tuple, rows: list[list[str]]) -> None:
+    if rows:
+        t = Table(*headers, title=title, title_justify="left")
+        for row in rows:
+            t.add_row(*map(escape, row))
+        con.print(t)
 
 
 def _print_async(con: Console, summary: dict) -> None:

@@ -15,7 +15,7 @@ from mindspeed_profiler.analysis.models import questions as q
 from mindspeed_profiler.analysis.models.display import capture_label as label, field, pct
 from mindspeed_profiler.analysis.models.rows import rank_number
 from mindspeed_profiler.analysis.models.summary_fields import CAPTURE_BLOCKS, SUMMARY, TIMELINE
-from mindspeed_profiler.analysis.results import async_table
+from mindspeed_profiler.analysis.results import async_table, memory_table
 from mindspeed_profiler.analysis.results.report.fmt import ms
 from mindspeed_profiler.analysis.results.report.rollout_svg import lengths_svg, occupancy_svg
 from mindspeed_profiler.analysis.results.report.svg import (
@@ -470,6 +470,17 @@ def async_rl(summary: dict) -> Table | None:
     return Table(list(async_table.HEADERS), rows, frozenset({0}), id="async-rl-table") if rows else None
 
 
+def memory(summary: dict) -> dict | None:
+    """The memory tables (results/memory_table.py, docs/memory.md); None without memory files."""
+    stages, records = memory_table.stage_rows(summary), memory_table.record_rows(summary)
+    if not stages and not records:
+        return None
+    return {"stages": Table(list(memory_table.STAGE_HEADERS), stages, frozenset({0, 1}), id="stage-memory").without_empty_columns()
+            if stages else None,
+            "records": Table(list(memory_table.RECORD_HEADERS), records, frozenset({0, 1, 2, 7, 8, 9}), id="oom-records")
+            if records else None}
+
+
 def context(summary: dict, report_dir: str | Path | None = None) -> dict:
     """Everything report.html.j2 and its sections read. `report_dir`: where report.html is written
     (capture links are relative to it); default: DIR/analysis/. Above SCALE_CAPTURES trace captures
@@ -487,10 +498,11 @@ def context(summary: dict, report_dir: str | Path | None = None) -> dict:
             "throughput": throughput(tl, tracker),
             "rollout": rollout(summary),
             "async_rl": async_rl(summary),
+            "memory": memory(summary),
             "scale": scale(summary) if big else None,
             "device_time": None if big else device_time(summary, tl), "clusters": clusters(caps),
             "slow_ranks": None if big else slow_ranks(summary),
             "communication": None if big else communication(summary, links),
             "step_breakdown": None if big else step_breakdown(summary, links),
             "captures": [] if big else [capture(c, links) for c in caps
-                                        if c["status"] == "ok" and c["kind"] not in ("timeline", "cluster", "samples")]}
+                                        if c["status"] == "ok" and c["kind"] not in ("timeline", "cluster", "samples", "memory")]}
