@@ -8,10 +8,15 @@ from typing import Any, Mapping, Sequence
 
 from mindspeed_profiler.config.checks import ALL_GROUPS, system_backend_choices
 from mindspeed_profiler.config.dialects.reader import Reader, Translation, is_mapping
-from mindspeed_profiler.config.errors import describe
+from mindspeed_profiler.config.errors import describe, hint
 from mindspeed_profiler.config.schema import INTEGRATED_FIELDS, TRACER_FIELDS
 
+RLINF_RELEASE = "0.3.0"   # the PyPI release the profiling keys were read from (tests/test_rlinf_real.py checks it)
 RLINF_TRACER_KEYS = ("enable", "output_file")
+_COMMON = ("backend", "enabled", "worker_groups", "steps", "output_dir")   # RLinf's ProfileConfig
+# cluster.profiling per backend: the fields of RLinf's config class of that backend (NsightConfig,
+# RocprofSysConfig); RLinf refuses any other key
+RLINF_BACKEND_KEYS = {"nsight": _COMMON + ("options", "flags"), "rocprof_sys": _COMMON + ("args", "env")}
 RLINF_PROFILING_KEYS = ("backend", "enabled", "worker_groups", "steps", "output_dir", "options", "flags", "args", "env")
 RLINF_TRACE_FILE = "trace_events.jsonl"
 
@@ -110,7 +115,7 @@ def _rlinf_profiling(r: Reader, data: Mapping[str, Any], prof: Mapping[str, Any]
     def at(key: str) -> str:
         return f"{where}.{key}" if where else key
 
-    r.known_keys(prof, RLINF_PROFILING_KEYS, where, "RLinf profiling")
+    _profiling_keys(r, prof, at)
     out = {k: r.get(prof, k, at(k)) for k in RLINF_PROFILING_KEYS if k in prof}
     if out.get("backend") is None and out.get("enabled", True):
         r.problems.append((at("backend"), f"is required (RLinf requires it too); allowed: {', '.join(system_backend_choices())}"))
@@ -126,6 +131,10 @@ def _rlinf_profiling(r: Reader, data: Mapping[str, Any], prof: Mapping[str, Any]
             if steps:
                 r.note(at("steps"), f"RLinf counts training steps from 0 (global_step), this library from 1: "
                                     f"{list(steps)} -> {out['steps']}")
+            else:   # RLinf takes [] and profiles no step
+                del out["steps"]
+                out["enabled"] = False
+                r.note(at("steps"), "[]: RLinf profiles no step with it; here system.enabled is false")
         else:
             r.problems.append((at("steps"), f"got {describe(steps)}; expected a list of RLinf step indices >= 0 "
                                             "(global_step, counted from 0)"))
@@ -133,12 +142,28 @@ def _rlinf_profiling(r: Reader, data: Mapping[str, Any], prof: Mapping[str, Any]
     options = out.get("options")
     if is_mapping(options):
         out["options"] = _rlinf_nsys_options(r, options, out.get("steps") or [], at("options"))
+        both = sorted(set(out.get("flags") or ()) & set(out["options"])) if isinstance(out.get("flags"), list) else []
+        if both:
+            r.problems.append((at("flags"), f"{', '.join(both)}: given as a flag and as an option (RLinf refuses it): keep one"))
     if out.get("enabled", True) and out.get("output_dir") is None:
         default = _rlinf_log_dir(r, data, "profiling")
         if default:
             out["output_dir"] = default
             r.note(at("output_dir"), f"null: RLinf's default place, {default!r}, is kept")
     return out
+
+
+def _profiling_keys(r: Reader, prof: Mapping[str, Any], at: Any) -> None:
+    """RLinf refuses a key its backend's config class does not have (our own backends, msprof and
+    py_spy, take any of RLinf's keys)."""
+    backend = prof.get("backend")
+    known = RLINF_BACKEND_KEYS.get(backend, RLINF_PROFILING_KEYS) if isinstance(backend, str) else RLINF_PROFILING_KEYS
+    for key in prof:
+        if key in known:
+            continue
+        whose = f"RLinf's {backend} profiling" if backend in RLINF_BACKEND_KEYS else "RLinf profiling"
+        r.problems.append((at(key), f"not a key of {whose} config (RLinf refuses it){hint(str(key), known)}; its keys: "
+                                    f"{', '.join(known)}"))
 
 
 def _rlinf_nsys_options(r: Reader, options: Mapping[str, Any], steps: Sequence[int], where: str) -> dict[str, Any]:
@@ -151,6 +176,8 @@ def _rlinf_nsys_options(r: Reader, options: Mapping[str, Any], steps: Sequence[i
             r.problems.append((f"{where}.stop-on-range-end", "given together with capture-range-end (RLinf refuses both too): keep one"))
         else:
             out["capture-range-end"] = "stop" if alias in ("true", "1", "yes", "on") else "none" if alias in ("false", "0", "no", "off") else alias
+    if "o" in out and "output" in out:
+        r.problems.append((where, "gives both 'o' and 'output' (RLinf refuses both too): keep one"))
     end = str(out.get("capture-range-end", "")).lower()
     if len(steps) > 1 and end in ("stop", "stop-shutdown"):
         del out["capture-range-end"]
