@@ -78,6 +78,16 @@ def check_generation(settings: dict[str, Any], section: str) -> None:
     _check_whole(settings, section, "sft_steps", 0, SFT_MAX_STEPS, "supervised steps before training; 0: none")
 
 
+def oom_at_problem(settings: dict[str, Any], section: str) -> str | None:
+    """`oom_at` (an iteration from 1 to `iterations`, or null: off): the reference runs out of device
+    memory in its log-prob stage of that iteration (workers.PolicyWorker.compute_log_prob)."""
+    at, last = settings.get("oom_at"), settings.get("iterations")
+    if at is not None and (isinstance(at, bool) or not isinstance(at, int) or not isinstance(last, int) or not 1 <= at <= last):
+        return (f"{section}.oom_at={at!r} must be an iteration from 1 to {section}.iterations={last!r}, or null "
+                "(no out-of-memory error made on purpose)")
+    return None
+
+
 def check_even_shards(items: int, what: str, ranks: int, section: str) -> None:
     """Each data-parallel actor rank must get an equal, non-empty shard: a rank without one never joins
     the gradient all-reduce (the others wait on it), and unequal shards bias the averaged gradient."""
@@ -285,6 +295,7 @@ def worker_settings(settings: dict[str, Any]) -> dict[str, Any]:
     return dict(vllm_rollout.worker_model(settings), prompt_len=settings["prompt_len"],
                 response_len=settings["response_len"], straggler_rank=settings.get("straggler_rank"),
                 straggler_ms=settings.get("straggler_ms", 0), log_prob_delay_ms=settings.get("log_prob_delay_ms", 0),
+                oom_at=settings.get("oom_at"),
                 **{k: settings.get(k, v) for k, v in GENERATION_DEFAULTS.items()},
                 rollout_delay_ms=settings.get("rollout_delay_ms", 0), update_delay_ms=settings.get("update_delay_ms", 0),
                 vllm=vllm_rollout.vllm_settings(settings))
@@ -303,7 +314,8 @@ def run_trainer(trainer_cls: type[Trainer], config_path: str | Path, overrides: 
     check_generation(settings, trainer_cls.section)
     problems = async_loop.check_async(settings, trainer_cls.section)
     # log_prob_delay_ms: the delay inside every log-prob stage (workers.PolicyWorker.compute_log_prob)
-    problems += filter(None, [async_loop.delay_problem(settings, trainer_cls.section, "log_prob_delay_ms")])
+    problems += filter(None, [async_loop.delay_problem(settings, trainer_cls.section, "log_prob_delay_ms"),
+                              oom_at_problem(settings, trainer_cls.section)])
     if async_loop.is_async(settings) and getattr(trainer_cls, "async_actor_cls", None) is None:
         problems.append(f"{trainer_cls.section}.mode=async: this trainer has no asynchronous mode; allowed: sync")
     problems += vllm_rollout.check_rollout(settings, trainer_cls.section)

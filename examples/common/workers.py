@@ -26,6 +26,14 @@ def sleep_ms(ms: float) -> None:
         time.sleep(ms / 1000.0)
 
 
+def out_of_memory(tokens: torch.Tensor, at: int) -> torch.OutOfMemoryError:
+    """`<trainer>.oom_at=ITER`: the error CUDA's caching allocator raises (a real torch.OutOfMemoryError,
+    its message's form), asking for what the forward's logits take, made on purpose on this CPU run."""
+    asked = tokens.numel() * task.VOCAB_SIZE * 4 * 1024   # the logits in float32, 1024 times over
+    return torch.OutOfMemoryError(f"CUDA out of memory. Tried to allocate {asked / 2**30:.2f} GiB. (made on purpose: "
+                                  f"oom_at={at}, the reference's log-prob stage)")
+
+
 class PolicyWorker:
     """One rank of a worker group: a GPT policy, a profiler and a tracer. Subclasses add the RL steps."""
 
@@ -133,6 +141,10 @@ class PolicyWorker:
         with self.profiler.stage(stage), torch.no_grad():
             # `<trainer>.log_prob_delay_ms`: a slower log-prob pass made on purpose, on every rank that scores
             sleep_ms(self.model_cfg.get("log_prob_delay_ms", 0))
+            # `<trainer>.oom_at=ITER`: the reference (one rank: no collective waits for it) runs out of device
+            # memory here in iteration ITER; the profiler records it (docs/memory.md) and it goes on unchanged
+            if self.role == "reference" and self.model_cfg.get("oom_at") == self.profiler.iteration:
+                raise out_of_memory(tokens, self.profiler.iteration)
             self.model.eval()
             return self._log_probs(tokens)
 
