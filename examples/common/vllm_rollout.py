@@ -176,6 +176,7 @@ class VllmRolloutWorker(BatchRollout, PolicyWorker):
         self._dir = Path(tempfile.mkdtemp(prefix="rollout-vllm-"))
         hf_checkpoint.write_hf_checkpoint(self._dir / "model", ray.get(holder[0], timeout=300), self.model_cfg)
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(v["kv_cache_gb"]))
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")   # its INFO lines (~1,000 a run) would bury the run's own
         if in_process:
             os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"   # read when the engine is built
         from vllm import LLM
