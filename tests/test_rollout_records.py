@@ -5,6 +5,7 @@ Plain sample dicts only; the engines' objects are tests/test_rollout_record_engi
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from mindspeed_profiler.rollout import record_samples
 from mindspeed_profiler.rollout.checks import SAMPLE_KEYS
 
 BATCH_KEYS = ["type", "v", "role", "rank", "run_id", "iteration", "stage", "samples", "dropped", "recorded_ns",
-              "source", "clock", "problems"]
+              "source", "clock", "problems", "pid", "attempt"]
 DOC = Path(__file__).resolve().parents[1] / "docs" / "rollout.md"
 
 
@@ -62,7 +63,7 @@ def test_file_layout_and_lines_as_documented(tmp_path, clean_state, no_run_id):
     assert list(first) == BATCH_KEYS
     assert first == {"type": formats.SAMPLE_BATCH, "v": formats.SAMPLES_SCHEMA, "role": "actor", "rank": 3, "run_id": None,
                      "iteration": 1, "stage": "actor_generate", "samples": 2, "dropped": 0, "recorded_ns": first["recorded_ns"],
-                     "source": "dict", "clock": "wall", "problems": []}
+                     "source": "dict", "clock": "wall", "problems": [], "pid": os.getpid(), "attempt": first["attempt"]}
     assert before <= first["recorded_ns"] <= time.time_ns()
     assert all(list(x) == list(SAMPLE_KEYS) for x in lines if x["type"] == "sample")
     assert [x["iteration"] for x in lines] == [1, 1, 1, 2, 2]

@@ -306,12 +306,16 @@ SAMPLES_SCHEMA = 1
 SAMPLE_BATCH = "batch"      # the line each record_samples() call writes first
 SAMPLE_RECORD = "sample"    # one line per sample
 MAX_SAMPLES_PER_ITERATION = 65536   # per worker and iteration; the rest are counted in the batch line's `dropped`
-SAMPLES_FILE_RE = re.compile(r"^(?P<role>[A-Za-z0-9][A-Za-z0-9_.\-]*?)_rank(?P<rank>\d+)" + re.escape(SAMPLES_SUFFIX) + "$")
+# `.pid<P>`: a second process of one role and rank (separate rollout actors left at rank 0) writes a
+# file of its own: a samples file has one writer at a time (rollout/recorder.py)
+SAMPLES_FILE_RE = re.compile(r"^(?P<role>[A-Za-z0-9][A-Za-z0-9_.\-]*?)_rank(?P<rank>\d+)(?:\.pid(?P<pid>\d+))?"
+                             + re.escape(SAMPLES_SUFFIX) + "$")
 
 
-def samples_file_name(role: str, rank: int) -> str:
-    """`<role>_rank<R>.jsonl`: one worker's per-sample records, under `<save_path>/samples/`."""
-    return f"{role}_rank{rank}{SAMPLES_SUFFIX}"
+def samples_file_name(role: str, rank: int, pid: int | None = None) -> str:
+    """`<role>_rank<R>.jsonl`: one worker's per-sample records, under `<save_path>/samples/`; with
+    `pid`, `<role>_rank<R>.pid<P>.jsonl`: those of process P while another writes the first."""
+    return f"{role}_rank{rank}{'' if pid is None else f'.pid{pid}'}{SAMPLES_SUFFIX}"
 
 
 TRAIN_STAGE_WORDS = ("update", "train")   # a stage named with one of these runs forward + backward: 6 N per token

@@ -3,6 +3,12 @@ calls on the training thread (pull.py: attributes into tuples, nothing else) and
 next step() / stop() (engines.py converts and checks, then one append to
 `<profile_save_path>/samples/<role>_rank<R>.jsonl`, docs/rollout.md).
 
+One writer per file: the recorder holds an exclusive lock (flock) on its file while its profiler
+runs; a second process of the same role and rank (separate rollout actors left at rank 0) finds it
+taken and writes `<role>_rank<R>.pid<P>.jsonl` instead, and the analysis reads both. Each batch line
+says its writer (`pid`) and its attempt (`attempt`: when the profiler started, ns): a run resumed
+after a crash re-runs iterations, and the analysis keeps an iteration's last attempt.
+
 When it records: while its profiler runs, with any part of the profiler on (`integrated.profile`,
 `integrated.dynamic`, `metrics.enable`, `tracer.enable`, or a tracer running in this process), so
 it stays on with `profile: false`, as the metrics tracker does; with all of them off nothing is
@@ -14,7 +20,9 @@ should be, a full disk) is one warning; training goes on.
 """
 from __future__ import annotations
 
+import errno
 import json
+import os
 import time
 import weakref
 from pathlib import Path
@@ -87,6 +95,8 @@ class SampleRecorder(Observer):
         self._taken = 0
         self._written: dict[int, int] = {}  # sample lines written per iteration (the bound)
         self._scope = new_scope()
+        self._file: Any = None   # the samples file, open (and locked) from the first write to stop()
+        self.attempt = time.time_ns()   # this start of the profiler (batch lines' `attempt`)
 
     # ------------------------------------------------------------------ the training thread
 
@@ -123,11 +133,20 @@ class SampleRecorder(Observer):
 
     # ------------------------------------------------------------------ the observer protocol
 
+    def started(self, profiler: Any, iteration: int) -> None:
+        self.attempt = time.time_ns()   # started again (a resumed run): a new attempt
+
     def step(self, profiler: Any, iteration: int) -> None:
         self.flush()
 
     def stopped(self, profiler: Any, iteration: int | None) -> None:
         self.flush()
+        fh, self._file = self._file, None
+        if fh is not None:   # the lock goes with it: the file may have another writer now
+            try:
+                fh.close()
+            except OSError:
+                pass
 
     # ------------------------------------------------------------------ writing
 
@@ -174,21 +193,51 @@ class SampleRecorder(Observer):
             problems = problems[:MAX_PROBLEMS] + [f"... and {len(problems) - MAX_PROBLEMS} more problems"]
         return {"type": formats.SAMPLE_BATCH, "v": formats.SAMPLES_SCHEMA, "role": self.role, "rank": self.rank,
                 "run_id": self.run_id, "iteration": ctx.iteration, "stage": ctx.stage, "samples": samples,
-                "dropped": dropped, "recorded_ns": ns, "source": source, "clock": clock, "problems": problems}
+                "dropped": dropped, "recorded_ns": ns, "source": source, "clock": clock, "problems": problems,
+                "pid": os.getpid(), "attempt": self.attempt}
 
     def _append(self, chunks: list[str], first_iteration: int) -> None:
-        key = str(self.path.absolute())
-        # a run's first write starts the file afresh when it begins at iteration 1 (a resumed run appends)
-        fresh = key not in WRITTEN and first_iteration == 1
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            # never a plain open(): a FIFO at the path would hang step(), a link's target would be written
-            with open_append(self.path, truncate=fresh) as fh:
-                fh.write(("\n".join(chunks) + "\n").encode("utf-8"))
-            WRITTEN.add(key)
+            fh = self._file if self._file is not None else self._open(first_iteration)
+            fh.write(("\n".join(chunks) + "\n").encode("utf-8"))
+            fh.flush()
         except Exception as exc:   # a directory there, a full disk, a read-only tree: training goes on
             warn_once((self._scope, "write"), "record_samples: could not write %s (%s rank %d): %s: %s; training goes "
                       "on, these samples are lost", self.path, self.role, self.rank, type(exc).__name__, exc)
+
+    def _open(self, first_iteration: int) -> Any:
+        """The file this recorder writes, opened, locked and kept until stop(): `<role>_rank<R>.jsonl`,
+        or, while another process holds that one, `<role>_rank<R>.pid<P>.jsonl`. A run's first write
+        starts it afresh when it begins at iteration 1 (a resumed run appends)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # never a plain open(): a FIFO at the path would hang step(), a link's target would be written
+        fh = open_append(self.path)
+        if not _locked(fh):
+            fh.close()
+            self.path = self.path.with_name(formats.samples_file_name(self.role, self.rank, os.getpid()))
+            fh = open_append(self.path)
+            _locked(fh)
+        key = str(self.path.absolute())
+        if key not in WRITTEN and first_iteration == 1:
+            os.ftruncate(fh.fileno(), 0)   # ours alone now (the lock), never another live writer's
+        WRITTEN.add(key)
+        self._file = fh
+        return fh
+
+
+def _locked(fh: Any) -> bool:
+    """Take the exclusive lock on an open file for as long as it stays open: False when another
+    process holds it; True when taken, or when this system has no such locks (then one writer is
+    not checked)."""
+    try:
+        import fcntl
+    except ImportError:
+        return True
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError as exc:
+        return exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
 
 
 _RECORDERS: "weakref.WeakKeyDictionary[Any, SampleRecorder]" = weakref.WeakKeyDictionary()

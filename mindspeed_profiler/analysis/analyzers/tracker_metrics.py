@@ -23,8 +23,11 @@ def metric_row(iteration: int, metric: str, value: float) -> dict:
 
 def read_tracker_file(path: Path) -> dict:
     """I/O: a tracker file -> {"tracker": {"rows": [{iteration, metric, value}], "n_iterations"},
-    "warnings"}. A line that is no row is counted and left out, not fatal."""
-    rows, n_bad, n_iter, cut = [], 0, 0, False
+    "warnings"}. A line that is no row is counted and left out, not fatal. An iteration written
+    twice (a run resumed after a crash ran it again) keeps its last line, said in a warning."""
+    by_iteration: dict[int, list[dict]] = {}
+    again: set[int] = set()
+    n_bad, n_iter, cut = 0, 0, False
     with open(path, "r", encoding="utf-8", errors="replace") as fh:
         for line in fh:
             if not line.strip():
@@ -42,14 +45,21 @@ def read_tracker_file(path: Path) -> dict:
                 n_bad += 1
                 continue
             n_iter += 1
-            rows += [metric_row(it, str(k), x) for k, v in row.items()
-                     if k != "iteration" and (x := finite_number(v)) is not None]
+            if it in by_iteration:
+                again.add(it)
+            by_iteration[it] = [metric_row(it, str(k), x) for k, v in row.items()
+                                if k != "iteration" and (x := finite_number(v)) is not None]
     if not n_iter:
         raise ValueError(f"no iteration rows in the tracker file ({n_bad} unreadable line(s))")
     warnings = [f"{n_bad} line(s) that are no iteration row (JSON object with an integer iteration) left out"] if n_bad else []
+    if again:
+        shown = sorted(again)
+        warnings.append(f"iteration(s) {', '.join(map(str, shown[:8]))}{' ...' if len(shown) > 8 else ''} recorded by "
+                        "more than one attempt (the run resumed and ran them again): each keeps its last line")
     if cut:
         warnings.append(f"more than {MAX_ROWS} iterations: the first {MAX_ROWS} are read")
-    return {"tracker": {"rows": rows, "n_iterations": n_iter}, "warnings": warnings}
+    rows = [r for its_rows in by_iteration.values() for r in its_rows]
+    return {"tracker": {"rows": rows, "n_iterations": len(by_iteration)}, "warnings": warnings}
 
 
 def with_peak(rows: list[dict], peak_tflops: float) -> tuple[list[dict], int]:

@@ -65,16 +65,19 @@ def analyse(root: Path, cap: Capture, top_n: int, want_events: bool) -> tuple[di
             files.append(read_samples(root / name))
         except OSError as exc:
             warnings.append(f"{name}: not read ({exc})")
-    samples = [s for f in files for s in f.samples]
-    if not samples:
-        raise ValueError("no sample records in " + ", ".join(cap.files) + (": " + "; ".join(warnings) if warnings else ""))
     default_run = cap.run_id or ""
+    samples: list = []
     dropped: dict = {}
     for f in files:
         warnings += file_warnings(f)
-        for b in f.batches:
+        kept, batches, said = last_attempts(f, default_run)
+        samples += kept
+        warnings += said
+        for b in batches:
             key = batch_key(b, default_run)
             dropped[key] = dropped.get(key, 0) + b.dropped
+    if not samples:
+        raise ValueError("no sample records in " + ", ".join(cap.files) + (": " + "; ".join(warnings) if warnings else ""))
     rows = long_tail(samples, top_n, dropped, default_run)
     untimed = [s for s in samples if not s.timed]
     if untimed:
@@ -86,8 +89,34 @@ def analyse(root: Path, cap: Capture, top_n: int, want_events: bool) -> tuple[di
     if lost:
         warnings.append(f"{lost} sample(s) not written by the workers (over {formats.MAX_SAMPLES_PER_ITERATION} "
                         "per worker and iteration): not in these figures")
-    return {"rollout": {**rows, "workers": len({(f.role, f.rank) for f in files}), "n_samples": len(samples)},
+    # a file per writer: two processes of one role and rank are two workers
+    return {"rollout": {**rows, "workers": len({(f.role, f.rank, f.pid) for f in files}), "n_samples": len(samples)},
             "warnings": warnings}, None
+
+
+def last_attempts(f: SamplesFile, default_run: str = "") -> tuple[list, list, list[str]]:
+    """Pure: a file's samples and batch lines, each (run, iteration, stage) of them from its last
+    attempt only (the batch lines' `attempt`; lines without one are the earliest), and a warning
+    naming what was left out. A run resumed after a crash re-runs iterations into the same file:
+    pooled, one batch would span the restart."""
+    def attempt(x) -> int:
+        return -1 if x.attempt is None else x.attempt
+
+    last: dict = {}
+    for b in f.batches:
+        key = batch_key(b, default_run)
+        last[key] = max(last.get(key, -1), attempt(b))
+    samples, earlier = [], []
+    for s in f.samples:
+        (samples if attempt(s) == last.get(batch_key(s, default_run), attempt(s)) else earlier).append(s)
+    batches = [b for b in f.batches if attempt(b) == last[batch_key(b, default_run)]]
+    if not earlier:
+        return samples, batches, []
+    again = sorted({s.iteration for s in earlier})
+    shown = ", ".join(map(str, again[:8])) + (" ..." if len(again) > 8 else "")
+    return samples, batches, [f"{Path(f.path).name}: iteration(s) {shown} recorded by more than one attempt (the run "
+                              f"resumed and ran them again): each keeps its last attempt's samples, {len(earlier)} "
+                              "sample(s) of an earlier attempt left out"]
 
 
 def file_warnings(f: SamplesFile) -> list[str]:

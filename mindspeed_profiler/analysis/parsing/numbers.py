@@ -15,6 +15,7 @@ The rules, one per function (what each gives for a bool, NaN / inf, text and jun
 | real_or          | sums that go on after a bad cell | default     | default    | parsed           | default   |
 | exact_int        | decimal times (ns) kept exact    | ValueError  | ValueError | parsed, rounded  | ValueError|
 | integer          | db INTEGERs, JSON ids, ranks     | None        | None       | ASCII digits     | None      |
+| json_int         | JSON integers we wrote (records) | None        | None       | None (not text)  | None      |
 | finite_number    | JSON values we wrote (metrics)   | None        | None       | None (not text)  | None      |
 | int_or           | JSON ids with a sentinel         | default     | default    | default          | default   |
 | float_or_nan     | trace event times (numpy columns)| 0.0 / 1.0 * | kept *     | float()          | NaN       |
@@ -106,6 +107,11 @@ def integer(v) -> int | None:
         # isascii: str.isdigit() also accepts "²" and "①", which int() refuses
         v = int(t) if digits.isascii() and digits.isdigit() and len(digits) <= 19 else None
     return v if isinstance(v, int) and -INT64 <= v < INT64 else None
+
+
+def json_int(v) -> int | None:
+    """A JSON integer (never a bool, a float or text) within int64; None otherwise."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and -INT64 <= v < INT64 else None
 
 
 def real_or(v, default: float = 0.0) -> float:

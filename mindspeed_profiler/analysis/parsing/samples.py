@@ -30,14 +30,13 @@ from mindspeed_profiler.core import formats
 from mindspeed_profiler.core.fileio import open_regular
 from mindspeed_profiler.core.jsonsafe import loads_lenient
 
-from .numbers import shown
+from .numbers import INT64, finite_number, json_int, shown
 
 # lines read from one file: 16 iterations at the writer's per-worker bound, 1,000 of 1,024 samples
 # (~0.3 GB of Sample objects); a file past this is from a very long run: its first lines are read
 # and the cut is said
 MAX_LINES = 1 << 20
 MAX_LINE_BYTES = 1 << 20     # a sample line is ~400 bytes; a longer line is no record of ours
-INT64 = 2**63
 
 TIME_FIELDS = ("start_ns", "first_token_ns", "end_ns")
 TOKEN_FIELDS = ("prompt_tokens", "response_tokens")
@@ -71,6 +70,7 @@ class Sample:
     problem: Optional[str] = None
     run_id: Optional[str] = None   # the batch line's `run_id` when it has one (optional, not in version 1)
     line: int = 0
+    attempt: Optional[int] = None  # the batch line's `attempt`: when the writer's profiler started (ns)
 
     @property
     def timed(self) -> bool:
@@ -95,6 +95,8 @@ class SampleBatch:
     run_id: Optional[str] = None
     v: Optional[int] = None
     line: int = 0
+    pid: Optional[int] = None       # the writing process
+    attempt: Optional[int] = None   # when its profiler started (ns): a resumed run's attempts differ
 
 
 @dataclass
@@ -102,6 +104,7 @@ class SamplesFile:
     path: str
     role: str
     rank: int
+    pid: Optional[int] = None   # the file name's `.pid<P>` (a second writer of one role and rank)
     batches: list = field(default_factory=list)    # SampleBatch
     samples: list = field(default_factory=list)    # Sample
     problems: list = field(default_factory=list)   # (line number, message)
@@ -110,7 +113,8 @@ class SamplesFile:
 def read_samples(path: str | Path) -> SamplesFile:
     """Parse one samples file (see the module's docstring). OSError for the file itself only."""
     who = formats.SAMPLES_FILE_RE.match(Path(path).name)
-    out = SamplesFile(path=str(path), role=who["role"] if who else "", rank=int(who["rank"]) if who else 0)
+    out = SamplesFile(path=str(path), role=who["role"] if who else "", rank=int(who["rank"]) if who else 0,
+                      pid=int(who["pid"]) if who and who["pid"] else None)
     current: Optional[SampleBatch] = None
     with open_regular(path) as fh:   # never a FIFO: it would block
         for lineno, raw in enumerate(fh, 1):
@@ -157,13 +161,9 @@ def _parse(raw: bytes) -> Any:
         return _BAD
 
 
-def _int(v: Any) -> Optional[int]:
-    return v if isinstance(v, int) and not isinstance(v, bool) and -INT64 <= v < INT64 else None
-
-
 def _where(rec: dict, out: SamplesFile, lineno: int, what: str) -> Optional[tuple[int, str]]:
     """(iteration, stage) of a line, or None with the problem said (the line cannot be placed)."""
-    it, stage = _int(rec.get("iteration")), rec.get("stage")
+    it, stage = json_int(rec.get("iteration")), rec.get("stage")
     if it is None or it < 0:
         out.problems.append((lineno, f"{what} line with iteration {shown(rec.get('iteration'))} "
                                      "(allowed: an integer >= 0): skipped"))
@@ -182,16 +182,17 @@ def _batch(rec: dict, out: SamplesFile, lineno: int) -> Optional[SampleBatch]:
     where = _where(rec, out, lineno, "batch")
     if where is None:
         return None
-    role, rank = _text(rec.get("role")), _int(rec.get("rank"))
+    role, rank = _text(rec.get("role")), json_int(rec.get("rank"))
     probs = rec.get("problems")
     return SampleBatch(
         role=role if role else out.role, rank=rank if rank is not None and rank >= 0 else out.rank,
         iteration=where[0], stage=where[1],
-        samples=max(_int(rec.get("samples")) or 0, 0), dropped=max(_int(rec.get("dropped")) or 0, 0),
-        recorded_ns=_int(rec.get("recorded_ns")), source=_text(rec.get("source")) or "",
+        samples=max(json_int(rec.get("samples")) or 0, 0), dropped=max(json_int(rec.get("dropped")) or 0, 0),
+        recorded_ns=json_int(rec.get("recorded_ns")), source=_text(rec.get("source")) or "",
         clock=_text(rec.get("clock")) or "",
         problems=tuple(str(p)[:500] for p in probs[:100]) if isinstance(probs, list) else (),
-        run_id=_text(rec.get("run_id")), v=_int(rec.get("v")), line=lineno)
+        run_id=_text(rec.get("run_id")), v=json_int(rec.get("v")), line=lineno,
+        pid=json_int(rec.get("pid")), attempt=json_int(rec.get("attempt")))
 
 
 def _sample(rec: dict, out: SamplesFile, batch: Optional[SampleBatch], lineno: int) -> Optional[Sample]:
@@ -204,11 +205,12 @@ def _sample(rec: dict, out: SamplesFile, batch: Optional[SampleBatch], lineno: i
     for k in INT_FIELDS:
         v = get(k)
         # the common case inline (type() is: a bool is no int here); the rest through the checks
-        vals[k] = v if v is None or (type(v) is int and 0 <= v < INT64) else _checked(rec, k, _nonneg_int, "an integer >= 0", bad)
+        vals[k] = v if v is None or (type(v) is int and 0 <= v < INT64) else \
+            _checked(rec, k, json_int, "an integer >= 0", bad, nonneg=True)
     for k in SECONDS_FIELDS:
         v = get(k)
         vals[k] = v if v is None or (type(v) is float and 0.0 <= v < math.inf) else \
-            _checked(rec, k, _nonneg_float, "a finite number >= 0", bad)
+            _checked(rec, k, finite_number, "a finite number >= 0", bad, nonneg=True)
     vals["finish_reason"] = _checked(rec, "finish_reason", _text, "a text", bad)
     vals["truncated"] = _checked(rec, "truncated", lambda v: v if isinstance(v, bool) else None, "true or false", bad)
     if vals["truncated"] is None and vals["finish_reason"] is not None:
@@ -222,32 +224,21 @@ def _sample(rec: dict, out: SamplesFile, batch: Optional[SampleBatch], lineno: i
     sid = rec.get("id")
     return Sample(role=batch.role if batch else out.role, rank=batch.rank if batch else out.rank,
                   iteration=where[0], stage=where[1], id="" if sid is None else str(sid)[:200],
-                  problem=problem, run_id=batch.run_id if batch else None, line=lineno, **vals)
+                  problem=problem, run_id=batch.run_id if batch else None, line=lineno,
+                  attempt=batch.attempt if batch else None, **vals)
 
 
-def _checked(rec: dict, key: str, conv, allowed: str, bad: list[str]) -> Any:
+def _checked(rec: dict, key: str, conv, allowed: str, bad: list[str], nonneg: bool = False) -> Any:
+    """`conv(rec[key])` (numbers.py's rules), None with the problem said when it gives none (or,
+    with `nonneg`, a negative number)."""
     v = rec.get(key)
     if v is None:
         return None
     x = conv(v)
-    if x is None:
+    if x is None or (nonneg and x < 0):
         bad.append(f"{key} {shown(v)} (allowed: {allowed} or null) read as null")
+        return None
     return x
-
-
-def _nonneg_int(v: Any) -> Optional[int]:
-    x = _int(v)
-    return x if x is not None and x >= 0 else None
-
-
-def _nonneg_float(v: Any) -> Optional[float]:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    try:
-        x = float(v)
-    except OverflowError:
-        return None
-    return x if math.isfinite(x) and x >= 0 else None
 
 
 def _inconsistent(vals: dict) -> Optional[str]:

@@ -190,7 +190,8 @@ def _add_file(trace: dict, path: Path, cap: int) -> tuple[int, dict]:
         notes.append(f"samples {path.name}: {len(f.samples) - len(samples)} sample(s) of another run left out")
     if not samples:
         return 0, {"warnings": notes, "stages": []}
-    w = _worker(trace, f.role, f.rank, notes, path.name)
+    writer = f.pid if f.pid is not None else next((b.pid for b in f.batches if b.pid is not None), None)
+    w = _worker(trace, f.role, f.rank, notes, path.name, writer)
     shift = w.offset_ns - int(other.get("time_origin_unix_ns") or 0)  # wall ns -> ns since the origin, reference clock
     timed = sorted((s for s in samples if drawable(s)), key=lambda s: (s.start_ns, s.line))
     untimed = [s for s in samples if not drawable(s)]
@@ -231,10 +232,12 @@ def _in_window(timed: list[Sample], cut: Any, shift: int) -> list[Sample]:
     return [s for s in timed if (hi is None or s.start_ns + shift < hi) and (lo is None or s.end_ns + shift >= lo)]
 
 
-def _worker(trace: dict, role: str, rank: int, notes: list, fname: str) -> _Worker:
-    """The worker's process on the timeline (its spans' role and rank), else a new one."""
+def _worker(trace: dict, role: str, rank: int, notes: list, fname: str, os_pid: int | None = None) -> _Worker:
+    """The worker's process on the timeline (its spans' role and rank; of those, the writer's
+    process `os_pid` when it is one of them), else a new one."""
     procs = [p for p in trace.get("otherData", {}).get("processes", [])
              if p.get("role") == role and p.get("rank") == rank and isinstance(p.get("pid"), int)]
+    procs = [p for p in procs if p.get("os_pid") == os_pid] or procs
     if procs:
         p = procs[0]
         if len(procs) > 1:
