@@ -21,7 +21,7 @@ from mindspeed_profiler.core.capture_options import fields_of_words
 from mindspeed_profiler.config.dialects.reader import STAGES_KEY, Note, Reader, Translation, is_mapping
 from mindspeed_profiler.config.errors import SECTIONS, describe, hint
 from mindspeed_profiler.config.dialects.verl_schema import (
-    FINISH_HOOK_KEYS, VERL_CONTENTS, VERL_GLOBAL_KEYS, VERL_GLOBAL_TOOL_KEYS, VERL_NOT_PROFILING, VERL_PROFILING_TOOLS,
+    FINISH_HOOK_KEYS, VERL_GLOBAL_KEYS, VERL_GLOBAL_TOOL_KEYS, VERL_NOT_PROFILING, VERL_PROFILING_TOOLS,
     VERL_BOOL_FIELDS, VERL_RANK_FIELDS, VERL_RELEASE, VERL_ROLE_KEYS, VERL_TOOL_KEYS, VERL_TOOLS, omegaconf_bool, omegaconf_int_list, role_field_problems,
     tool_config_problems,
 )
@@ -44,10 +44,13 @@ VERL_STAGES = {
     "reward_model": {"compute_rm_score": "compute_rm_score"},
 }
 # tool_config.<tool>.contents -> our integrated flag (CPU activity is always on in verl 0.9: see _verl_contents)
-VERL_CONTENT_FLAGS = {
+VERL_CONTENTS = {
     "npu": {"npu": "profile_with_npu", "cpu": "profile_with_cpu", **fields_of_words("memory", "shapes", "module", "stack")},
     "torch": {"cuda": "profile_with_npu", "cpu": "profile_with_cpu", **fields_of_words("memory", "shapes", "stack")},
 }
+# verl < 0.9's torch contents without an equivalent; verl 0.9.1 refuses them, and so does this now
+# (the name is kept: config_dialects exported it)
+VERL_TORCH_UNMAPPED_CONTENTS = ("profile-by-stage", "merge-profiles")
 # the settings of a tool config that become our flags (one set for all roles: the lead role's)
 _MAPPED_TOOL_SETTINGS = ("contents", "level", "analysis")
 
@@ -333,7 +336,7 @@ def _verl_contents(tool: str, contents: Any) -> dict[str, bool]:
     as verl 0.9.1's profilers read them: CPU activity always (verl's stage markers are CPU events);
     npu: NPU activity and each extra only when listed (`[]`: CPU only); torch: CUDA activity unless
     a non-empty list leaves `cuda` out."""
-    flags = VERL_CONTENT_FLAGS[tool]
+    flags = VERL_CONTENTS[tool]
     listed = set(contents) if isinstance(contents, (list, tuple)) else set()
     out = {name: content in listed for content, name in flags.items()}
     out["profile_with_cpu"] = True
