@@ -159,25 +159,24 @@ class EngineCapture(Observer):
                 self._finish(session, [])
             elif final:
                 self.pending.remove(session)
-                errors = []
+                errors: list[dict[str, Any]] = []
                 if not session.stopped:
-                    session.meta["notes"].append(f"num_steps: {self.num_steps}: the engine had not stopped by itself "
-                                                 "when the next capture began or the profiler stopped: stopped by "
-                                                 "stop_profile")
-                    try:
-                        settle(self.driver.stop(), self.loop, self.timeout_s)
-                    except Exception as exc:
-                        errors.append(self._error("stop", session, exc))
+                    self._stop_now(session, errors, f"num_steps: {self.num_steps}: the engine had not stopped by "
+                                   "itself when the next capture began or the profiler stopped: stopped by stop_profile")
                 self._finish(session, errors)
 
     def _stop_late_start(self, session: Session, errors: list[dict[str, Any]]) -> None:
         """A start that did not answer within timeout_s may still begin (the server or the engine's
         loop goes on with it): the engine is told to stop at once, so that it does not record for
-        the rest of the run. vLLM orders the two (AsyncLLM's profile lock); a stop that fails is
-        one more error of the failed capture."""
-        session.meta["notes"].append(f"start_profile did not answer within timeout_s ({self.timeout_s:g} s): "
-                                     "stop_profile sent at once, so that an engine that starts late does not record "
-                                     "for the rest of the run")
+        the rest of the run. vLLM orders the two (AsyncLLM's profile lock)."""
+        self._stop_now(session, errors, f"start_profile did not answer within timeout_s ({self.timeout_s:g} s): "
+                       "stop_profile sent at once, so that an engine that starts late does not record for the rest of "
+                       "the run")
+
+    def _stop_now(self, session: Session, errors: list[dict[str, Any]], why: str) -> None:
+        """stop_profile outside a stage's exit, `why` in the capture's notes; a stop that fails is one
+        more error of the capture."""
+        session.meta["notes"].append(why)
         try:
             settle(self.driver.stop(), self.loop, self.timeout_s)
         except Exception as exc:
