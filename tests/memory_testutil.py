@@ -4,16 +4,40 @@ running out of device memory in actor_update of iteration 3 with `oom_snapshot` 
 the allocator's snapshot), and a host watermark record made while tracemalloc traces."""
 from __future__ import annotations
 
+import contextlib
+import os
 import tracemalloc
 from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 
 from fake_device_memory import GIB, MIB, FakeAllocator, install_cuda
-from mindspeed_profiler import IntegratedProfiler, load_config
+from mindspeed_profiler import IntegratedProfiler, load_config, tracing
 from mindspeed_profiler.metrics import oom
 
 OOM_RANK, OOM_ITERATION, OOM_STAGE = 1, 3, "actor_update"
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def touch(nbytes: int) -> bytearray:
+    """`nbytes` of resident host memory (every page written)."""
+    buf = bytearray(nbytes)
+    buf[::PAGE] = b"\x01" * len(range(0, nbytes, PAGE))
+    return buf
+
+
+@contextlib.contextmanager
+def traced_profiler(cfg: Any) -> Iterator[IntegratedProfiler]:
+    """actor rank 0's profiler with this process's tracer, started; stopped and the tracer shut down after."""
+    tracing.init_tracer(cfg, role="actor", rank=0)
+    try:
+        prof = IntegratedProfiler(cfg, role="actor", rank=0, world_size=1)
+        prof.start()
+        yield prof
+        prof.stop()
+    finally:
+        tracing.shutdown_tracer()
 
 
 def oom_run(root: Path, iterations: int = 4) -> Path:

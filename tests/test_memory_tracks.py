@@ -4,42 +4,30 @@ timeline.json and in timeline.pftrace; a worker without spans is a warning, not 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from conftest import tracer_cfg
-from mindspeed_profiler import IntegratedProfiler, load_config, tracing
+from memory_testutil import touch, traced_profiler
+from mindspeed_profiler import load_config
 from mindspeed_profiler.analysis.timeline import memory_tracks
 from mindspeed_profiler.analysis.timeline.merge import merge_timeline_dir, read_timeline_file
 
-MIB, PAGE = 2**20, os.sysconf("SC_PAGE_SIZE")
-
-
-def _touch(n: int) -> bytearray:
-    b = bytearray(n)
-    b[::PAGE] = b"\x01" * len(range(0, n, PAGE))
-    return b
+MIB = 2**20
 
 
 @pytest.fixture
 def merged(tmp_path, clean_state):
     cfg = load_config({**tracer_cfg(tmp_path), "metrics": {"enable": True, "host_memory_watermark": None}})
-    tracing.init_tracer(cfg, role="actor", rank=0)
-    try:
-        prof = IntegratedProfiler(cfg, role="actor", rank=0, world_size=1)
-        prof.start()
+    with traced_profiler(cfg) as prof:
         for mib in (48, 8, 96):
             with prof.stage("actor_generate"):
-                held = _touch(mib * MIB)
+                held = touch(mib * MIB)
                 del held
             with prof.stage("actor_update"):
                 pass
             prof.step()
-        prof.stop()
-    finally:
-        tracing.shutdown_tracer()
     result = merge_timeline_dir(str(tmp_path / "timeline"))
     return tmp_path, result
 

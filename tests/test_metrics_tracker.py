@@ -363,6 +363,9 @@ def test_every_peak_row_has_a_source_and_no_row_is_hidden_by_an_earlier_one():
     ("grpo.straggler_rank=-1", ["grpo.straggler_rank=-1"]),
     ("grpo.straggler_ms=-5", ["grpo.straggler_ms=-5", "milliseconds"]),
     ("grpo.log_prob_delay_ms=true", ["grpo.log_prob_delay_ms=True", "milliseconds"]),
+    ("grpo.oom_at=0", ["grpo.oom_at=0", "from 1 to grpo.iterations=40"]),     # issue 47's knob
+    ("grpo.oom_at=41", ["grpo.oom_at=41"]),
+    ("grpo.oom_at=true", ["grpo.oom_at=True", "or null"]),
 ])
 def test_a_bad_straggler_is_refused_before_ray(monkeypatch, override, words):
     import examples.grpo.train_grpo as grpo

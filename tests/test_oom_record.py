@@ -195,23 +195,6 @@ def test_which_errors_are_out_of_memory_and_what_they_tried_to_allocate():
     assert tried_bytes("Tried to allocate 512 bytes") == 512 and tried_bytes("no size here") is None
 
 
-@pytest.mark.parametrize("override,words", [
-    ("grpo.oom_at=0", ["grpo.oom_at=0", "from 1 to grpo.iterations=40"]),
-    ("grpo.oom_at=41", ["grpo.oom_at=41"]),
-    ("grpo.oom_at=true", ["grpo.oom_at=True", "or null"]),
-])
-def test_a_bad_oom_at_is_refused_before_ray(monkeypatch, override, words):
-    import examples.grpo.train_grpo as grpo
-
-    def no_ray(*a, **k):
-        raise AssertionError("Ray was started for a config that cannot run")
-
-    monkeypatch.setattr("examples.common.trainer.RayCluster", no_ray)
-    with pytest.raises(ValueError) as e:
-        grpo.run(grpo.DEFAULT_CONFIG, [override], analyse=False)
-    assert all(w in str(e.value) for w in words), str(e.value)
-
-
 def test_the_example_s_error_is_a_real_out_of_memory_error_with_what_it_asked():
     from examples.common.workers import out_of_memory
 

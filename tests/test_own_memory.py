@@ -13,6 +13,7 @@ import time
 import tracemalloc
 
 from conftest import REPO_ROOT
+from memory_testutil import traced_profiler
 from mindspeed_profiler import IntegratedProfiler, load_config, tracing
 from mindspeed_profiler.core.state import STATE
 from mindspeed_profiler.metrics.stage_memory import MAX_CALLS_PER_ITERATION, StageMemory
@@ -96,16 +97,10 @@ def test_the_capture_metadata_reports_the_bounds_and_their_sum(tmp_path, clean_s
     cfg = load_config({"integrated": {"profile": True, "profile_save_path": str(tmp_path), "backend": "torch",
                                       "profile_step_start": 1, "profile_step_end": 2},
                        "tracer": {"enable": True, "buffer_max_events": 1000}, "metrics": {"enable": True}})
-    tracing.init_tracer(cfg, role="actor", rank=0)
-    try:
-        prof = IntegratedProfiler(cfg, role="actor", rank=0, world_size=1)
-        prof.start()
+    with traced_profiler(cfg) as prof:
         with prof.stage("actor_update"):
             pass
         prof.step()
-        prof.stop()
-    finally:
-        tracing.shutdown_tracer()
     (meta_path,) = tmp_path.glob("all/*_pt/mindspeed_profiler_meta.json")
     own = json.loads(meta_path.read_text())["own_memory"]
     bounds = own["bounds_bytes"]

@@ -15,6 +15,7 @@ import pytest
 
 from fake_device_memory import GIB, MIB, FakeAllocator, install_cuda, install_npu, npu_snapshot
 from fake_torch_npu import signature_of
+from memory_testutil import touch
 from mindspeed_profiler import IntegratedProfiler, load_config
 from mindspeed_profiler.config import ProfilerConfigError
 from mindspeed_profiler.metrics import device_memory, stage_memory
@@ -30,13 +31,6 @@ def vmhwm() -> int:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) * 1024
     raise AssertionError("no VmHWM")
-
-
-def touch(nbytes: int) -> bytearray:
-    """`nbytes` of resident memory (every page written)."""
-    buf = bytearray(nbytes)
-    buf[::PAGE] = b"\x01" * len(range(0, nbytes, PAGE))
-    return buf
 
 
 def cfg_of(tmp_path: Path, **metrics):
