@@ -203,3 +203,51 @@ def test_our_metrics_go_into_trls_log_beside_its_own(tmp_path):
     for row in logged:
         assert row["timing_s/actor_generate"] > 0 and row["timing_s/actor_update"] > 0 and "reward" in row
     assert not callback.notes and not (tmp_path / "p" / "actor_update").exists()
+
+
+@pytest.mark.slow
+def test_grpo_with_vllm_colocated_generation_is_profiled(tmp_path, monkeypatch):
+    """TRL generating with the real vLLM (the CPU build in .venv) in colocate mode: the stages are
+    marked and every completion has a record. TRL 1.16 builds its LLM with vLLM's request stats
+    off, so the records take the generation call's timing (a warning says so)."""
+    need_module("trl", "trl")
+    from vllm_testutil import need_vllm
+
+    need_vllm()
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for key, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+                       "MASTER_PORT": str(port), "VLLM_CPU_KVCACHE_SPACE": "1"}.items():
+        monkeypatch.setenv(key, value)   # TRL's colocated vLLM runs as torch.distributed's external launcher
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from examples.trl.tiny_model import build_tiny_model, prompts
+    from examples.trl.train_grpo import reward_words
+    from mindspeed_profiler.integrations.trl import profile_trainer
+
+    trainer = GRPOTrainer(
+        model=str(build_tiny_model(tmp_path / "model")), reward_funcs=reward_words,
+        train_dataset=Dataset.from_dict({"prompt": prompts(16)}),
+        args=GRPOConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=4,
+                        max_completion_length=8, max_steps=2, logging_steps=1, report_to=[], use_cpu=True,
+                        save_strategy="no", bf16=False, use_vllm=True, vllm_mode="colocate", vllm_max_model_length=128,
+                        vllm_gpu_memory_utilization=0.1))
+    save = tmp_path / "p"
+    cfg = load_config({"integrated": {"profile": False, "profile_save_path": str(save)}, "metrics": {"enable": True},
+                       "tracer": {"enable": True}})
+    callback = profile_trainer(trainer, cfg)
+    try:
+        trainer.train()
+    finally:
+        llm = trainer.vllm_generation.llm
+        llm.llm_engine.engine_core.shutdown()
+    assert callback.notes == []
+    rows = _read_jsonl(save / "metrics" / "actor_rank0.jsonl")
+    assert [r["iteration"] for r in rows] == [1, 2] and all(r["timing_s/actor_generate"] > 0 for r in rows)
+    samples = [r for r in _read_jsonl(save / "samples" / "actor_rank0.jsonl") if r["type"] == "sample"]
+    assert len(samples) == 8 and all(s["start_ns"] < s["end_ns"] and s["response_tokens"] > 0 for s in samples)
+    assert _stage_spans(save) >= {"actor_generate", "compute_rm_score", "actor_update"}

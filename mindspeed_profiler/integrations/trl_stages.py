@@ -9,7 +9,7 @@ feature detection; a method a TRL release lacks is a note, never a crash (docs/t
 | GRPOTrainer `_get_per_token_logps_and_entropies` | `reference_compute_log_prob` with the reference model, `actor_compute_log_prob` with the policy outside the loss |
 | `compute_loss` (GRPO, DPO) | `actor_update`: opened at the step's first loss, closed at the step's end (forward, backward, optimizer step) |
 | DPOTrainer: the reference model's forward (no method of its own) | `reference_compute_log_prob`, inside DPO's update (DPO scores the reference in its loss) |
-| vLLM colocate: the trainer's `LLM.generate` | its `RequestOutput`s as per-sample records (instead of the plain ones) |
+| vLLM colocate: the trainer's `LLM.generate` | its `RequestOutput`s as per-sample records when they carry vLLM's request stats (TRL 1.16 builds its LLM with them off: then the plain records) |
 
 Stages are marked only while the model trains (an evaluation's calls are not stages). Whatever
 goes wrong here is reported once and TRL's call runs as if nothing were wrapped.
@@ -135,9 +135,15 @@ class StageHooks:
         def generate(*args: Any, **kwargs: Any) -> Any:
             outputs = original(*args, **kwargs)
             try:
-                if self._training():
-                    self.profiler.record_samples(outputs, GENERATE)
-                    self._llm_recorded = True
+                if not self._training():
+                    return outputs
+                if outputs and getattr(outputs[0], "metrics", None) is None:
+                    # TRL builds its LLM with vLLM's stats off: no per-request times in the outputs
+                    _warn("vllm-stats", "TRL's vLLM engine keeps no request stats (disable_log_stats): the "
+                                        "records take the generation call's own timing")
+                    return outputs
+                self.profiler.record_samples(outputs, GENERATE)
+                self._llm_recorded = True
             except Exception as exc:
                 _warn("vllm-records", "vLLM's outputs not recorded: %s: %s", type(exc).__name__, exc)
             return outputs
