@@ -37,11 +37,13 @@ DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotat
 
 
 class _Head(msgspec.Struct):
-    """What the cut reads of an event; the rest of it is copied as it was written (msgspec.Raw)."""
+    """What the cut reads of an event; the rest of it is copied as it was written (msgspec.Raw).
+    The types are the rule for its numbers (an int read as a float; a time that is no number fails
+    the cut, and the session's trace is kept whole: _cut_all)."""
 
     ph: Any = None
-    ts: Any = None
-    dur: Any = 0
+    ts: float | None = None
+    dur: float | None = 0.0
     cat: Any = None
     name: Any = None
 
@@ -60,9 +62,9 @@ def cut_session(data: bytes) -> dict[str, bytes]:
     top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
     raws = msgspec.json.decode(top.get("traceEvents", b"[]"), type=list[msgspec.Raw])
     heads = [_HEAD.decode(r) for r in raws]
-    spans = sorted((float(h.ts), float(h.ts) + float(h.dur or 0), h.name[len(WINDOW_PREFIX):], i)
+    spans = sorted((h.ts, h.ts + (h.dur or 0.0), h.name[len(WINDOW_PREFIX):], i)
                    for i, h in enumerate(heads)
-                   if h.ph == "X" and isinstance(h.name, str) and h.name.startswith(WINDOW_PREFIX))
+                   if h.ph == "X" and h.ts is not None and isinstance(h.name, str) and h.name.startswith(WINDOW_PREFIX))
     if not spans:
         return {}
     starts = [s[0] for s in spans]
@@ -70,7 +72,7 @@ def cut_session(data: bytes) -> dict[str, bytes]:
     meta_events: list[Any] = []
     kept: list[list[Any]] = [[] for _ in spans]
     for i, (h, raw) in enumerate(zip(heads, raws)):
-        ts = _number(h.ts)
+        ts = h.ts
         if ts is None or h.ph == "M":
             meta_events.append(raw)
             continue
@@ -90,13 +92,6 @@ def cut_session(data: bytes) -> dict[str, bytes]:
                     if key != "traceEvents")
     return {name: b"{" + rest + b'"traceEvents":[' + b",".join(meta_events + kept[k]) + b"]}"
             for k, (_, _, name, _) in enumerate(spans)}
-
-
-def _number(value: Any) -> float | None:
-    try:
-        return float(value) if value is not None and not isinstance(value, bool) else None
-    except (TypeError, ValueError):
-        return None
 
 
 def cut_windows(trace: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -5,9 +5,10 @@ heartbeat, NaN as the iteration period, a 400-digit iteration) must be reported 
 end the command in a traceback that blocks on-demand capture of the whole job. Pure: no file."""
 from __future__ import annotations
 
-import math
 import reprlib
 from typing import Any, Callable, Mapping
+
+from mindspeed_profiler.analysis.parsing.numbers import finite_number, json_int
 
 # the listener writes seconds and counts far below these; anything above is not one of ours
 MAX_SECONDS = 1e11        # a time stamp (year 5138) or a period
@@ -18,12 +19,12 @@ _short.maxstring = _short.maxother = 60
 _short.maxlist = _short.maxdict = 4
 
 
-def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= MAX_SECONDS
+def _seconds(v: Any) -> bool:
+    return (x := finite_number(v)) is not None and 0 <= x <= MAX_SECONDS
 
 
 def _iteration(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_ITERATION
+    return (n := json_int(v)) is not None and 0 <= n <= MAX_ITERATION
 
 
 def _pair(v: Any) -> bool:
@@ -40,7 +41,7 @@ def _strings(v: Any) -> bool:
 
 # field -> (check, what is allowed); null (or absent) is always allowed: older listeners omit fields
 Spec = Mapping[str, tuple[Callable[[Any], bool], str]]
-NUMBER = (_number, f"a finite number from 0 to {MAX_SECONDS:g}")
+NUMBER = (_seconds, f"a finite number from 0 to {MAX_SECONDS:g}")
 HEARTBEAT: Spec = {
     "time": NUMBER, "iteration_period_s": NUMBER, "fastest_period_s": NUMBER, "poll_interval_s": NUMBER,
     "state_every": NUMBER, "started": NUMBER,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from mindspeed_profiler.core import auto_reason
+from mindspeed_profiler.analysis.parsing.numbers import finite_number
 
 RULE = "slow_iteration_captured"
 # a slow iteration's excess over the median ranks at this weight of its share of that iteration: it is
@@ -27,10 +28,6 @@ DOCS = {
 }
 
 
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
 def slow_iteration_findings(summary: dict) -> list[tuple]:
     """One finding per (role, slow iteration) found in the captures' metadata."""
     groups: dict[tuple, dict[str, Any]] = {}
@@ -39,7 +36,7 @@ def slow_iteration_findings(summary: dict) -> list[tuple]:
             continue
         why = auto_reason.reason_of(c["meta"].get("notes"))
         slow = why.get("slow_iteration") if why else None
-        t, med = (_num(why.get("time_s")), _num(why.get("median_s"))) if why else (None, None)
+        t, med = (finite_number(why.get("time_s")), finite_number(why.get("median_s"))) if why else (None, None)
         if not isinstance(slow, int) or t is None or med is None:
             continue   # no reason, or one that does not parse: not ours to guess
         g = groups.setdefault((str(c.get("role")), slow), {"why": why, "own": False, "dirs": [], "ranks": set()})

@@ -19,7 +19,7 @@ import orjson
 
 from mindspeed_profiler.core import formats
 
-from .numbers import integer, shown
+from .numbers import bounded_int, shown
 
 # any suffix: one that is not a rank ("²", "①") is a warning, the file's rank_id still read
 PROFILER_INFO_RE = re.compile(r"^profiler_info(?:_([^.]+))?\.json$")
@@ -50,16 +50,10 @@ def _load(path: Path) -> dict | None:
     return obj if isinstance(obj, dict) else None
 
 
-def _int(v) -> int | None:
-    """An int or the text of one (ASCII digits), within a rank's range; else None."""
-    n = integer(v) if not isinstance(v, float) else None
-    return n if n is not None and abs(n) <= formats.MAX_RANK else None
-
-
 def _rank(v, where: str, ident: AscendIdentity) -> int | None:
     """A rank field (`where` names file and field; -1: torch.distributed was not up); None when
     absent, and a warning too when it is no integer in ASCII digits."""
-    n = _int(v)
+    n = bounded_int(v, formats.MAX_RANK)
     if v is not None and n is None:
         ident.warnings.append(f"{where}: {shown(v)} is not a rank (allowed: an integer 0 to {formats.MAX_RANK}, "
                               "in ASCII digits): ignored")
@@ -124,7 +118,7 @@ def _metadata(path: Path, ident: AscendIdentity) -> None:
         return
     args = meta.get("distributed_args") if isinstance(meta.get("distributed_args"), dict) else {}
     rank = _rank(args.get("rank"), f"{path.name} distributed_args.rank", ident)
-    world = _int(args.get("world_size"))
+    world = bounded_int(args.get("world_size"), formats.MAX_RANK)
     if ident.rank is None and rank is not None and rank >= 0:
         ident.rank = rank
     elif rank is not None and ident.rank is not None and rank != ident.rank:
@@ -133,7 +127,7 @@ def _metadata(path: Path, ident: AscendIdentity) -> None:
     layout: dict[str, list] = {}
     groups_seen: dict[str, list[int]] = {}
     for key, dim in _ARG_DIMS.items():   # sizes only: this rank's place in the group comes from the groups
-        size = _int(args.get(key))
+        size = bounded_int(args.get(key), formats.MAX_RANK)
         if size and size > 0:
             layout[dim] = [None, size]
     groups = meta.get("parallel_group_info") if isinstance(meta.get("parallel_group_info"), dict) else {}
@@ -142,7 +136,7 @@ def _metadata(path: Path, ident: AscendIdentity) -> None:
             continue
         ranks = g.get("global_ranks")
         ranks = [r for r in ranks if isinstance(r, int) and not isinstance(r, bool)] if isinstance(ranks, list) else []
-        grank = _int(g.get("group_rank"))
+        grank = bounded_int(g.get("group_rank"), formats.MAX_RANK)
         ident.groups.append({"id": str(gid), "name": g["group_name"], "rank": grank, "ranks": ranks})
         dim = GROUP_DIMS.get(g["group_name"])
         if dim and grank is not None and ranks:

@@ -8,23 +8,16 @@ totals None where the trace has none (torch 1.x); an event lacking a usable fiel
 """
 from __future__ import annotations
 
-import math
+from .numbers import INT64, finite_number, json_int  # noqa: F401 (INT64: the memory block reads it from here)
 
 MEMORY_EVENT = "[memory]"   # the events' name
 TOTAL_KEYS = ("Total Allocated", "Total Reserved")
 ARG_KEYS = ("Device Type", "Device Id", "Bytes") + TOTAL_KEYS   # the args a record reads
-INT64 = 2**63   # values the numpy arrays (and analysis.db) hold: a larger byte count is junk, not memory
 
 
-def as_int(v) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) and -INT64 <= v < INT64 else None
-
-
-def as_real(v) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    f = float(v)
-    return f if math.isfinite(f) else None
+# the names the memory block reads them by; the rules are numbers.py's
+as_int = json_int
+as_real = finite_number
 
 
 def memory_record(ts, pid, tid, args) -> tuple | None:

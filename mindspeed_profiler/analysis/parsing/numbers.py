@@ -16,6 +16,7 @@ The rules, one per function (what each gives for a bool, NaN / inf, text and jun
 | exact_int        | decimal times (ns) kept exact    | ValueError  | ValueError | parsed, rounded  | ValueError|
 | integer          | db INTEGERs, JSON ids, ranks     | None        | None       | ASCII digits     | None      |
 | json_int         | JSON integers we wrote (records) | None        | None       | None (not text)  | None      |
+| bounded_int      | ranks and sizes in vendor JSON   | None        | None       | ASCII digits     | None      |
 | finite_number    | JSON values we wrote (metrics)   | None        | None       | None (not text)  | None      |
 | int_or           | JSON ids with a sentinel         | default     | default    | default          | default   |
 | float_or_nan     | trace event times (numpy columns)| 0.0 / 1.0 * | kept *     | float()          | NaN       |
@@ -112,6 +113,12 @@ def integer(v) -> int | None:
 def json_int(v) -> int | None:
     """A JSON integer (never a bool, a float or text) within int64; None otherwise."""
     return v if isinstance(v, int) and not isinstance(v, bool) and -INT64 <= v < INT64 else None
+
+
+def bounded_int(v, bound: int) -> int | None:
+    """integer()'s int (never from a float: a rank of 1.5 is none) with |n| <= `bound`; None otherwise."""
+    n = integer(v) if not isinstance(v, float) else None
+    return n if n is not None and abs(n) <= bound else None
 
 
 def real_or(v, default: float = 0.0) -> float:

@@ -27,6 +27,7 @@ from mindspeed_profiler.core import fileio
 from mindspeed_profiler.core.fileio import atomic_path
 
 from mindspeed_profiler.analysis.models.rows import INT64, Record, compact
+from mindspeed_profiler.analysis.parsing.numbers import finite_number
 from mindspeed_profiler.analysis.models.summary_shape import SummaryShapeError, checked
 
 TOTALS_KEYS = ("op_totals", "kernel_totals")
@@ -59,14 +60,7 @@ def dumps(v: Any, option: int = _LINE_OPTS, found: list[tuple[str, str]] | None 
     try:
         return orjson.dumps(v, option=option)
     except TypeError:   # orjson.JSONEncodeError is one
-        return orjson.dumps(jsonsafe.carried(v, _as_float, (-INT64, INT64), found, where), option=option)
-
-
-def _as_float(v: int) -> float | None:
-    try:
-        return float(v)
-    except OverflowError:
-        return None
+        return orjson.dumps(jsonsafe.carried(v, finite_number, (-INT64, INT64), found, where), option=option)
 
 
 def _nested(data: bytes, depth: int) -> bytes:

@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterator
 import orjson
 
 from mindspeed_profiler.analysis.parsing import segments as segment
+from mindspeed_profiler.analysis.parsing.numbers import int_or
 from mindspeed_profiler.analysis.parsing.segments import LONG_LINE, within_nesting
 from mindspeed_profiler.core.fileio import open_regular
 
@@ -64,7 +65,7 @@ class RecordMaker:
     def __init__(self, header: dict, tags: dict | None = None):
         self.tags = {} if tags is None else tags
         # the base args of every event: the process's role and rank, as plan_timeline derives them
-        self.base = {"role": str(header.get("role")), "rank": _int(header.get("rank"))}
+        self.base = {"role": str(header.get("role")), "rank": int_or(header.get("rank"))}
 
     def tag(self, ph: str, name: Any, cat: Any) -> tuple:
         name = name if type(name) is str else str(name)
@@ -89,10 +90,6 @@ class RecordMaker:
         ph, start, d = ev[0], ev[3], ev[4]
         negd = (-d if d > 0 else 0) if ph == "X" else 0
         return start, negd, ev[5], self.tag(ph, ev[1], ev[2]), self.args(ev[6] if len(ev) > 6 else None)
-
-
-def _int(v: Any) -> int:
-    return v if isinstance(v, int) else -1
 
 
 @dataclass

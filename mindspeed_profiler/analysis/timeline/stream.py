@@ -19,6 +19,7 @@ import orjson
 
 from mindspeed_profiler.core import formats
 
+from mindspeed_profiler.analysis.parsing.numbers import int_or
 from mindspeed_profiler.analysis.timeline.spill import SessionEvents, in_memory
 
 TASK_TID_BASE = 5_000_000  # above Linux pid_max (2**22): synthetic lanes never collide with real tids
@@ -315,10 +316,6 @@ def full_args(args: bytes, base_args: dict) -> dict:
     return {**base_args, **orjson.loads(b"{" + args[1:])} if args[:1] == b"," else dict(base_args)
 
 
-def _int(v: Any) -> int:
-    return v if isinstance(v, int) else -1
-
-
 def _m(name: str, pid: int, tid: int, args: dict) -> dict:
     return {"ph": "M", "name": name, "pid": pid, "tid": tid, "args": args}
 
@@ -351,7 +348,7 @@ def plan_timeline(sessions: list, warnings: list, run_id: Any = None, events: di
         key = (h.get("host"), h.get("pid"), h.get("role"), h.get("rank"))
         proc = procs.get(key)
         if proc is None:
-            proc = procs[key] = _Proc(key, str(h.get("role")), _int(h.get("rank")), str(h.get("host")), _int(h.get("pid")))
+            proc = procs[key] = _Proc(key, str(h.get("role")), int_or(h.get("rank")), str(h.get("host")), int_or(h.get("pid")))
         proc.sessions.append((path, sess))
     ordered = sorted(procs.values(), key=lambda p: (p.role != "driver", p.role, p.rank, p.host, p.os_pid))
     names = _process_names(ordered)
@@ -389,7 +386,7 @@ def _add_sources(plan: TimelinePlan, proc: _Proc, pid: int, threads: dict, event
         wall, mono = int(h["clock"]["wall_ns"]), int(h["clock"]["mono_ns"])
         lane_tid: dict[Any, int] = {}
         for lane, rec in sess.threads.items():
-            tid = _int(rec.get("tid"))
+            tid = int_or(rec.get("tid"))
             tname = str(rec.get("name") or f"thread-{tid}")
             if rec.get("task"):
                 tkey = (tid, rec["task"])
