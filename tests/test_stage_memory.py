@@ -264,3 +264,25 @@ def test_a_stage_call_s_line_text_is_its_line_as_json():
     bare = stage_memory.StageCall("s", None)
     assert json.loads(bare.line_text(quoted)) == bare.line()   # no end, no iteration, no peaks
     meter.close()
+
+
+def test_two_trackers_in_one_process_keep_each_other_s_peaks(tmp_path, clean_state, monkeypatch):
+    """Colocated roles (an actor and a reference profiler in one process) share the allocator's and the
+    kernel's counters: a reference stage inside an actor stage must not lose the actor's peak."""
+    alloc = install_cuda(monkeypatch, FakeAllocator())
+    actor = IntegratedProfiler(cfg_of(tmp_path), role="actor", rank=0, world_size=1)
+    ref = IntegratedProfiler(cfg_of(tmp_path), role="reference", rank=0, world_size=1)
+    actor.start()
+    ref.start()
+    with actor.stage("actor_update"):
+        big = alloc.alloc(3 * GIB)
+        alloc.free(big)
+        with ref.stage("reference_compute_log_prob"):
+            small = alloc.alloc(GIB)
+            alloc.free(small)
+    actor.step()
+    ref.step()
+    assert actor.metrics()["perf/max_memory_allocated_gb/actor_update"] == 3.0
+    assert ref.metrics()["perf/max_memory_allocated_gb/reference_compute_log_prob"] == 1.0
+    actor.stop()
+    ref.stop()

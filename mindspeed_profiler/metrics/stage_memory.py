@@ -30,7 +30,9 @@ MAX_CALLS_PER_ITERATION = 1024   # stage calls kept per iteration for the stage-
 MAX_STAGES = 256                 # stage names aggregated per iteration and over the run
 RECENT_CALLS = 256               # wall-clock ranges of the last stage calls, for an out-of-memory record
 CALL_FIELDS = ("device_allocated_peak", "device_reserved_peak", "host_peak", "offload_bytes", "onload_bytes")
-# every meter's open stage calls, innermost last: where an offload / onload's bytes go (offload.py)
+# every meter's open stage calls, innermost last: the peak counters are the process's, so a stage of
+# one tracker entered inside another's folds the peaks into both; an offload / onload's bytes go to
+# the innermost (offload.py)
 OPEN: list["StageCall"] = []
 
 
@@ -122,7 +124,7 @@ class StageMemory:
     # ------------------------------------------------------------------ a stage call
 
     def enter(self, stage: str, iteration: int | None) -> StageCall:
-        if self.open:   # a nested stage: what the open calls reached so far, before the reset
+        if OPEN:   # a nested stage (of any tracker: the counters are the process's): what the open calls reached
             self._fold_open()
         dev = self.device
         if dev is not None:
@@ -165,7 +167,7 @@ class StageMemory:
                 dev = self.device.peaks()
             except Exception as exc:
                 self._device_failed(exc)
-        for c in self.open:
+        for c in OPEN:
             c._host_fold = max(c._host_fold, host)
             c._dev_fold = (max(c._dev_fold[0], dev[0]), max(c._dev_fold[1], dev[1]))
 
@@ -201,7 +203,7 @@ class StageMemory:
         its own peaks (the stages' and the time after the last one) in `iteration_peaks`."""
         host = self.host.peak_bytes()
         dev_alloc = dev_res = None
-        if self.device is not None and not self.open:
+        if self.device is not None and not OPEN:
             try:
                 dev_alloc, dev_res = self.device.peaks()
             except Exception as exc:
@@ -211,7 +213,7 @@ class StageMemory:
         self.iteration_peaks = (dev_alloc, dev_res, host)
         out = (self.calls, self.per_stage, self.dropped)
         self.calls, self.per_stage, self.dropped = [], {}, 0
-        if not self.open:   # the next iteration's time outside stages starts from here
+        if not OPEN:   # the next iteration's time outside stages starts from here (no stage of any tracker open)
             if self.device is not None:
                 try:
                     self.device.reset_peaks()
