@@ -31,8 +31,6 @@ COERCION_NAME = re.compile(r"^(to_|as_|nonneg_|non_negative_)?(int|integer|num|n
 # written by others while this was made: each owner takes the rule from numbers.py / FLAGS (then the
 # strict xfail below passes, and the entry goes)
 OWNERS_TO_FIX = {
-    ("analysis/analyzers/oom.py", "_num"): "issue 47 (memory analyzers): numbers.json_int",
-    ("analysis/analyzers/stage_memory.py", "_int"): "issue 47 (memory analyzers): numbers.json_int and a >= 0 check",
     ("rollout/checks.py", "number"): "the lead (rollout/): the writer's checks of a sample's values",
     ("rollout/checks.py", "integer"): "the lead (rollout/): the writer's checks of a sample's values",
     ("rollout/checks.py", "to_ns"): "the lead (rollout/): the writer's checks of a sample's values",

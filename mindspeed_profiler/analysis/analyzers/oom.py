@@ -7,19 +7,15 @@ record's stage calls by its wall-clock time), and tracemalloc's largest Python s
 record. Pure."""
 from __future__ import annotations
 
-from typing import Any
 
 from mindspeed_profiler.analysis.analyzers.memory import site_of
+from mindspeed_profiler.analysis.parsing.numbers import json_int
 from mindspeed_profiler.analysis.models.rows import Field, RowModel, each_capture, inside
 
 BEFORE_HISTORY = "(before the history)"   # allocated before the ring's oldest event
 OUTSIDE_STAGES = "(outside stages)"       # allocated between stage calls
 NO_STACK = "(no stack recorded)"          # a block whose allocation the history did not see
 MESSAGE_SHOWN = 300
-
-
-def _num(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _calls(rec: dict) -> list[tuple[str, int, int]]:
@@ -50,7 +46,7 @@ def live_at_failure(snapshot: dict, rec: dict, top_n: int) -> tuple[list[dict], 
             if not isinstance(e, dict):
                 continue
             if e.get("action") == "alloc" and isinstance(e.get("addr"), int):
-                t = _num(e.get("time_us"))
+                t = json_int(e.get("time_us"))
                 alloc_time[e["addr"]] = t * 1000 if t is not None else None
                 alloc_frames[e["addr"]] = e.get("frames") if isinstance(e.get("frames"), list) else []
             elif e.get("action") == "oom":
@@ -61,7 +57,7 @@ def live_at_failure(snapshot: dict, rec: dict, top_n: int) -> tuple[list[dict], 
     for seg in snapshot.get("segments") if isinstance(snapshot.get("segments"), list) else []:
         blocks = seg.get("blocks") if isinstance(seg, dict) and isinstance(seg.get("blocks"), list) else []
         for b in blocks:
-            if not isinstance(b, dict) or b.get("state") != "active_allocated" or _num(b.get("size")) is None:
+            if not isinstance(b, dict) or b.get("state") != "active_allocated" or json_int(b.get("size")) is None:
                 continue
             size, addr = b["size"], b.get("address")
             live += size
@@ -78,16 +74,16 @@ def live_at_failure(snapshot: dict, rec: dict, top_n: int) -> tuple[list[dict], 
             rows.append(OOM_LIVE.row(record=rec.get("_file"), by=kind, key=key, bytes=nbytes, count=count))
     summary = {"live_bytes": live}
     if oom_event is not None:
-        summary["snapshot_tried_bytes"] = _num(oom_event.get("size"))
-        summary["snapshot_device_free_bytes"] = _num(oom_event.get("device_free"))
+        summary["snapshot_tried_bytes"] = json_int(oom_event.get("size"))
+        summary["snapshot_device_free_bytes"] = json_int(oom_event.get("device_free"))
     return rows, summary
 
 
 def python_rows(rec: dict, top_n: int) -> list[dict]:
     """tracemalloc's largest Python sites kept in a record's host section (OOM_LIVE, by python)."""
     top = (rec.get("host") or {}).get("python_top") if isinstance(rec.get("host"), dict) else None
-    return [OOM_LIVE.row(record=rec.get("_file"), by="python", key=str(t.get("site")), bytes=_num(t.get("bytes")),
-                         count=_num(t.get("count")))
+    return [OOM_LIVE.row(record=rec.get("_file"), by="python", key=str(t.get("site")), bytes=json_int(t.get("bytes")),
+                         count=json_int(t.get("count")))
             for t in (top or [])[:top_n] if isinstance(t, dict)]
 
 
@@ -106,14 +102,14 @@ def record_row(rec: dict, live: list[dict], live_summary: dict | None, snapshot_
     message = exc.get("message")
     return OOM_RECORDS.row(
         record=rec.get("_file"), kind=rec.get("kind"), run_id=rec.get("run_id"), role=rec.get("role"),
-        rank=_num(rec.get("rank")), stage=rec.get("stage"), iteration=_num(rec.get("iteration")),
-        time_ns=_num(rec.get("time_ns")), exception=exc.get("type"),
+        rank=json_int(rec.get("rank")), stage=rec.get("stage"), iteration=json_int(rec.get("iteration")),
+        time_ns=json_int(rec.get("time_ns")), exception=exc.get("type"),
         message=message[:MESSAGE_SHOWN] if isinstance(message, str) else None,
-        tried_bytes=_num(rec.get("tried_bytes")), device_free_bytes=_num(dev.get("free_bytes")),
-        device_allocated_bytes=_num(stats.get("allocated_bytes_current")),
-        device_reserved_bytes=_num(stats.get("reserved_bytes_current")),
-        capacity_bytes=_num(dev.get("capacity_bytes")), host_rss_bytes=_num(host.get("rss_bytes")),
-        host_available_bytes=_num(host.get("available_bytes")), host_limit_bytes=_num(host.get("limit_bytes")),
+        tried_bytes=json_int(rec.get("tried_bytes")), device_free_bytes=json_int(dev.get("free_bytes")),
+        device_allocated_bytes=json_int(stats.get("allocated_bytes_current")),
+        device_reserved_bytes=json_int(stats.get("reserved_bytes_current")),
+        capacity_bytes=json_int(dev.get("capacity_bytes")), host_rss_bytes=json_int(host.get("rss_bytes")),
+        host_available_bytes=json_int(host.get("available_bytes")), host_limit_bytes=json_int(host.get("limit_bytes")),
         watermark_share=mark.get("share") if isinstance(mark.get("share"), (int, float)) else None,
         snapshot=snap.get("file"), snapshot_seconds=snap.get("seconds"),
         live_bytes=(live_summary or {}).get("live_bytes"), top_site=site.get("key"), top_site_bytes=site.get("bytes"),

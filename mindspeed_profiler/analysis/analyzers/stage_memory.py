@@ -7,13 +7,10 @@ stage (analyzers/memory_rules.py). Pure."""
 from __future__ import annotations
 
 from mindspeed_profiler.analysis.analyzers.grouping import median
+from mindspeed_profiler.analysis.parsing.numbers import json_int
 from mindspeed_profiler.analysis.models.rows import Field, RowModel, each_capture, inside
 
 PEAK_FIELDS = ("device_allocated_peak", "device_reserved_peak", "host_peak")
-
-
-def _int(v) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
 def stage_rows(role: str, rank: int, calls: list[dict], capacity: int | None, host_limit: int | None,
@@ -25,7 +22,7 @@ def stage_rows(role: str, rank: int, calls: list[dict], capacity: int | None, ho
         groups.setdefault(str(c.get("stage")), []).append(c)
     out = []
     for stage, group in groups.items():
-        peaks = {k: [v for c in group if (v := _int(c.get(k))) is not None] for k in PEAK_FIELDS}
+        peaks = {k: [v for c in group if (v := json_int(c.get(k))) is not None and v >= 0] for k in PEAK_FIELDS}
         iterations = {c.get("iteration") for c in group if isinstance(c.get("iteration"), int)}
         out.append(STAGE_MEMORY.row(
             role=role, rank=rank, stage=stage, calls=len(group), iterations=len(iterations),
@@ -33,8 +30,8 @@ def stage_rows(role: str, rank: int, calls: list[dict], capacity: int | None, ho
             device_reserved_peak_bytes=max(peaks["device_reserved_peak"], default=None),
             host_peak_bytes=max(peaks["host_peak"], default=None),
             host_peak_median_bytes=int(median(peaks["host_peak"])) if peaks["host_peak"] else None,
-            offload_bytes=sum(_int(c.get("offload_bytes")) or 0 for c in group),
-            onload_bytes=sum(_int(c.get("onload_bytes")) or 0 for c in group),
+            offload_bytes=sum(max(0, json_int(c.get("offload_bytes")) or 0) for c in group),
+            onload_bytes=sum(max(0, json_int(c.get("onload_bytes")) or 0) for c in group),
             failed_calls=sum(1 for c in group if c.get("failed")),
             capacity_bytes=capacity, host_limit_bytes=host_limit, host_peak_scope=host_scope))
     return out
