@@ -28,7 +28,7 @@ from mindspeed_profiler.analysis.analyzers import async_rl
 from mindspeed_profiler.analysis.analyzers import auto_capture_rules as auto_rules
 from mindspeed_profiler.analysis.analyzers import memory_rules as mem_rules
 from mindspeed_profiler.analysis.analyzers.tracker_metrics import MFU_PREFIX, maxima, means
-from mindspeed_profiler.analysis.models.finding_rules import REGISTRY, Check, Finding, finding_rule, markdown
+from mindspeed_profiler.analysis.models.finding_rules import REGISTRY, Check, Finding, finding_rule, markdown, named_check
 
 STRAGGLER_MIN_SHARE = 0.10        # a rank's waits for the straggler, net of the straggler's for it: 10% of its wall
 STRAGGLER_SHARED_HOST_SHARE = 0.25  # the same, when both are CPU ranks on one host: they time-share its cores, and
@@ -457,10 +457,11 @@ def engine_queueing(summary: dict) -> list[Finding]:
 
 
 # asynchronous RL's rules (the tracker's async/* keys): their logic, thresholds and docs in async_rl.py
-ASYNC_RULES = tuple(finding_rule(i, **async_rl.DOCS[i])(async_rl.named_check(i, _finding)) for i in async_rl.CHECKS)
+ASYNC_RULES = tuple(finding_rule(i, **async_rl.DOCS[i])(named_check(i, async_rl.CHECKS[i], _finding))
+                    for i in async_rl.CHECKS)
 finding_rule(auto_rules.RULE, **auto_rules.DOCS[auto_rules.RULE])(auto_rules.check(_finding))   # integrated.auto_capture's
 # memory's rules (issue 47: out-of-memory records, the host watermark, the per-stage peaks): memory_rules.py
-MEMORY_RULES = tuple(finding_rule(i, **mem_rules.DOCS[i])(mem_rules.named_check(i, mem_rules.CHECKS[i], _finding))
+MEMORY_RULES = tuple(finding_rule(i, **mem_rules.DOCS[i])(named_check(i, mem_rules.CHECKS[i], _finding))
                      for i in mem_rules.CHECKS)
 
 

@@ -11,7 +11,7 @@ rules average the iterations between them (all of them when there are fewer than
 """
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from typing import Iterator
 
 from mindspeed_profiler.core.formats import ASYNC_METRICS_PREFIX as PREFIX, WEIGHT_SYNC_PHASES as SYNC_PHASES
 from mindspeed_profiler.analysis.analyzers.tracker_metrics import TRACKER_METRICS
@@ -189,12 +189,3 @@ CHECKS = {
     "weight_sync_exposed": sync_findings,
     "staleness_past_bound": staleness_findings,
 }
-
-
-def named_check(rule_id: str, make: Callable[..., dict]) -> Callable[[dict], list[dict]]:
-    """The advisor's check of `rule_id`, named after it: `make` (advisor's finding maker) applied to
-    each of CHECKS[rule_id]'s findings."""
-    def check(summary: dict) -> list[dict]:
-        return [make(*f) for f in CHECKS[rule_id](summary)]
-    check.__name__ = check.__qualname__ = rule_id
-    return check
