@@ -14,8 +14,8 @@ here in one run:
 - `written at the window's end` (what export_after_run does now with memory or stack, and what the
   default export does): torch's stop and raw write in the window's last step, nothing after it.
 
-Modes, each in its own process (a clean resident size), interleaved over --rounds rounds, the
-median round kept: `off` (no profiler), `kept open` (a held session driven directly, as
+Modes, each in its own process (a clean resident size), interleaved over --rounds rounds; each
+mode's iterations after the window against `off`'s in the same round, the median round kept: `off` (no profiler), `kept open` (a held session driven directly, as
 backends/held_session.py held it), `written at the window's end` (IntegratedProfiler,
 `export_after_run: true` + `profile_with_memory` + `profile_with_stack`, as a user sets them). The
 workload: a small MLP's forward, backward and SGD step (op-bound, many allocations), the window its
@@ -126,28 +126,26 @@ def run_mode(mode: str, args) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def after_ratio(r: dict) -> float:
-    """An iteration after the window over one before it, in the same process (medians)."""
-    return statistics.median(r["after"]) / statistics.median(r["before"])
-
-
 def table(results: dict[str, list[dict]], args) -> str:
-    """The median round of each mode (by its after / before ratio)."""
-    rows = ["| mode | an iteration after the window / before it | the window's last iteration (ms) | "
+    """Per mode, the median over the rounds of its iterations after the window against `off`'s in
+    the same round (medians), and that median round's other figures."""
+    offs = [statistics.median(r["after"]) for r in results["off"]]
+    rows = ["| mode | an iteration after the window / off's (same round) | the window's last iteration (ms) | "
             f"growth over the {args.after} iterations after it (MB) | stop() at the run's end (s) |",
             "|---|---|---|---|---|"]
     for mode in MODES:
-        runs = sorted(results[mode], key=after_ratio)
-        r = runs[len(runs) // 2]
-        rows.append(f"| {mode} | {after_ratio(r):.2f}x | {r['window_end'] * 1e3:.1f} | {r['grown_mb']:.1f} | "
-                    f"{r['end_s']:.2f} |")
+        ratios = [statistics.median(r["after"]) / off for r, off in zip(results[mode], offs)]
+        k = sorted(range(len(ratios)), key=ratios.__getitem__)[len(ratios) // 2]
+        r = results[mode][k]
+        rows.append(f"| {mode} | {ratios[k]:.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) | {r['window_end'] * 1e3:.1f} | "
+                    f"{r['grown_mb']:.1f} | {r['end_s']:.2f} |")
     return "\n".join(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--warm", type=int, default=50, help="uncaptured iterations before the window")
     ap.add_argument("--after", type=int, default=300, help="iterations after the window")
     ap.add_argument("--width", type=int, default=128)
@@ -163,10 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         for mode in MODES:
             results[mode].append(run_mode(mode, args))
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
-    off = statistics.median(statistics.median(r["before"]) for r in results["off"])
+    off = statistics.median(statistics.median(r["after"]) for r in results["off"])
     text = (f"{args.rounds} rounds on {platform.machine()} ({os.cpu_count()} cores), "
-            f"{time.strftime('%Y-%m-%d %H:%M')}; the training thread's CPU time (time.thread_time: the load of "
-            f"other processes on the box left out), one uncaptured iteration {off * 1e3:.2f} ms (an MLP of "
+            f"{time.strftime('%Y-%m-%d %H:%M')}; the training thread's CPU time (time.thread_time: less of the "
+            f"load of other processes on the box), one uncaptured iteration {off * 1e3:.2f} ms (an MLP of "
             f"{args.layers} x {args.width}, batch {args.batch}, one thread), {args.warm} before the window; "
             "level1 + memory + stack:\n\n"
             + table(results, args))
