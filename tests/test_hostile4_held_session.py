@@ -60,14 +60,20 @@ print(json.dumps({{"grown_mb": grown, "held": held}}))
 """
 
 
-def _growth_after_the_window(flag: str, after: int) -> dict:
-    """One window (iteration 2) recorded with `export_after_run` and `flag`, then `after` iterations
-    in a fresh process: the resident growth (MB) over those iterations, measured before stop()."""
-    script = _CHILD.format(tests=str(Path(__file__).parent), budget=BUDGET_MB, flag=flag, after=after)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}, cwd=str(REPO))
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def _growth_after_the_window(flag: str, *lengths: int) -> list[dict]:
+    """Per length, one window (iteration 2) recorded with `export_after_run` and `flag`, then that
+    many iterations, in a fresh process each (run side by side): the resident growth (MB) over those
+    iterations, measured before stop()."""
+    procs = [subprocess.Popen([sys.executable, "-c", _CHILD.format(tests=str(Path(__file__).parent), budget=BUDGET_MB,
+                                                                    flag=flag, after=after)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO),
+                              env={**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}) for after in lengths]
+    out = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=300)
+        assert p.returncode == 0, stderr[-3000:]
+        out.append(json.loads(stdout.strip().splitlines()[-1]))
+    return out
 
 
 @pytest.mark.parametrize("flag", ["profile_with_memory", "profile_with_stack"])
@@ -78,7 +84,7 @@ def test_a_held_session_grows_nothing_after_its_last_window_at_any_run_length(fl
     window is within the budget at two run lengths, 4x apart: it does not depend on the run's length."""
     if rss_bytes() is None:
         pytest.skip("no /proc: the resident size cannot be read here")
-    short, long = _growth_after_the_window(flag, 60), _growth_after_the_window(flag, 240)
+    short, long = _growth_after_the_window(flag, 60, 240)
     assert short["grown_mb"] < BUDGET_MB and long["grown_mb"] < BUDGET_MB, (short, long)
     assert not short["held"] and not long["held"], "no session left open after the window"
 
