@@ -49,8 +49,15 @@ STAGE_METHODS = (
 GENERATE_RETURNS = ("prompt_ids", "completion_ids", "tool_mask", "completions", "logprobs", "extra_fields", "images",
                     "tool_images")
 TRL_STAGES = (GENERATE, REWARD, ACTOR_LOGP, REF_LOGP, UPDATE)
-for _name in TRL_STAGES:
-    _stages.register_stage(_name, owner="trl")
+
+
+def register_trl_stages() -> None:
+    """Our stage names for TRL's methods, known to configs (compute_rm_score is not built in); idempotent."""
+    for name in TRL_STAGES:
+        _stages.register_stage(name, owner="trl")
+
+
+register_trl_stages()   # at import: a config loaded after `import ...integrations.trl` may select them
 
 
 def _warn(key: str, message: str, *args: Any) -> None:
@@ -74,6 +81,7 @@ class StageHooks:
     # ------------------------------------------------------------------ install / uninstall
 
     def install(self) -> list[str]:
+        register_trl_stages()
         kind = type(self.trainer).__name__
         for sm in STAGE_METHODS:
             original = getattr(self.trainer, sm.method, None)
