@@ -42,3 +42,21 @@ def test_real_refuses_bools_and_non_finite():
     for v in (True, NAN, INF, "nan", "junk"):
         with pytest.raises(ValueError):
             real(v)
+
+
+def test_a_callers_numbers_of_any_library_and_the_problems_said():
+    """caller_number / caller_int: what the sample writer takes from an engine or a user (rollout/checks.py)."""
+    import numpy as np
+    import torch
+
+    from mindspeed_profiler.analysis.parsing.numbers import caller_int, caller_number, ns_of_seconds
+
+    problems: list[str] = []
+    assert caller_number("t", np.float32(1.5), problems) == 1.5 and caller_number("t", torch.tensor(2.0), problems) == 2.0
+    assert caller_number("t", None, problems) is None and problems == []
+    for bad in (True, "1.5", b"1", torch.tensor([1.0, 2.0]), NAN, 10**400):
+        assert caller_number("t", bad, problems) is None, bad
+    assert len(problems) == 6 and problems[0] == "t: True (bool) is not a number" and problems[4] == "t: nan is not a finite number"
+    assert caller_int(np.int64(7)) == 7 and caller_int(torch.tensor(3)) == 3
+    assert caller_int(True) is None and caller_int(2.0) is None and caller_int("2") is None
+    assert ns_of_seconds(1.5) == 1_500_000_000 and ns_of_seconds(None) is None

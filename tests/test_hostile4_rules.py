@@ -18,7 +18,6 @@ import functools
 import re
 from pathlib import Path
 
-import pytest
 
 from mindspeed_profiler.core.capture_options import FIELD_OF_KEYWORD
 
@@ -27,17 +26,6 @@ NUMBERS = "analysis/parsing/numbers.py"
 KEYWORD_MAP = "core/capture_options.py"
 # a coercion helper's name, leading underscores aside: _int, _num, as_real, to_float, _nonneg_int, ...
 COERCION_NAME = re.compile(r"^(to_|as_|nonneg_|non_negative_)?(int|integer|num|number|float|real|finite|ns)$")
-
-# written by others while this was made: each owner takes the rule from numbers.py / FLAGS (then the
-# strict xfail below passes, and the entry goes)
-OWNERS_TO_FIX = {
-    ("rollout/checks.py", "number"): "the lead (rollout/): the writer's checks of a sample's values",
-    ("rollout/checks.py", "integer"): "the lead (rollout/): the writer's checks of a sample's values",
-    ("rollout/checks.py", "to_ns"): "the lead (rollout/): the writer's checks of a sample's values",
-    ("engines/sglang_engine.py", "with_flops"): "the lead (engines/): the notes' (keyword, field) pairs",
-    ("engines/sglang_engine.py", "with_modules"): "the lead (engines/): the notes' (keyword, field) pairs",
-}
-
 
 @functools.lru_cache(maxsize=None)
 def _modules() -> list[tuple[str, ast.Module]]:
@@ -55,11 +43,11 @@ def _text(node: ast.AST) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
-def keyword_pairs() -> set[tuple[str, str]]:
+def keyword_pairs(modules: list[tuple[str, ast.Module]] | None = None) -> set[tuple[str, str]]:
     """(module, keyword) of every profile() keyword written beside its `integrated` field outside
     capture_options.py: a dict entry `keyword: field`, or a tuple (keyword, field, ...)."""
     out = set()
-    for rel, tree in _modules():
+    for rel, tree in modules if modules is not None else _modules():
         if rel == KEYWORD_MAP:
             continue
         for node in ast.walk(tree):
@@ -81,21 +69,14 @@ def test_the_finders_see_what_they_look_for():
     assert {"_num", "as_real", "_nonneg_int", "to_float", "_number"} == {
         n for n in ("_num", "as_real", "_nonneg_int", "to_float", "_number", "_positive_int", "_text", "shown")
         if COERCION_NAME.match(n.lstrip("_"))}
-    assert ("engines/sglang_engine.py", "with_flops") in keyword_pairs() | set(OWNERS_TO_FIX)
+    assert keyword_pairs([("x.py", tree)]) == {("x.py", "profile_memory"), ("x.py", "with_stack")}
 
 
 def test_no_coercion_helper_outside_numbers_py():
-    new = coercion_helpers() - set(OWNERS_TO_FIX)
+    new = coercion_helpers()
     assert not new, f"use analysis/parsing/numbers.py (add the rule there if it has none): {sorted(new)}"
 
 
 def test_no_second_keyword_to_field_map():
-    new = keyword_pairs() - set(OWNERS_TO_FIX)
+    new = keyword_pairs()
     assert not new, f"read core/capture_options.FLAGS / FIELD_OF_KEYWORD instead: {sorted(new)}"
-
-
-@pytest.mark.xfail(strict=True, reason="others' modules still hold their own rule: " + "; ".join(
-    f"{m} {n}: {who}" for (m, n), who in sorted(OWNERS_TO_FIX.items())))
-def test_the_modules_written_meanwhile_take_the_rule_from_its_place():
-    left = (coercion_helpers() | keyword_pairs()) & set(OWNERS_TO_FIX)
-    assert not left, sorted(left)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mindspeed_profiler.backends.torch import profile_options
-from mindspeed_profiler.core.capture_options import CaptureSettings
+from mindspeed_profiler.core.capture_options import FIELD_OF_KEYWORD, CaptureSettings
 from mindspeed_profiler.engines.calls import post_json
 from mindspeed_profiler.engines.notes import EngineTool, flag_note, shared_notes
 from mindspeed_profiler.engines.outputs import Worker
@@ -69,6 +69,9 @@ def server_env(cfg: CaptureSettings, directory: Path) -> dict[str, str]:
             "SGLANG_PROFILE_RECORD_SHAPES": "true" if opts["record_shapes"] else "false"}
 
 
+UNTAKEN = ("with_flops", "with_modules")   # torch.profiler keywords SGLang's ProfileReq has no field for
+
+
 def notes(cfg: CaptureSettings, *, num_steps: int | None = None, warmup_steps: int = 0) -> list[str]:
     """What an SGLang capture cannot honour of our config, one sentence each."""
     out = shared_notes(cfg, TOOL, warmup_steps=warmup_steps)
@@ -76,9 +79,9 @@ def notes(cfg: CaptureSettings, *, num_steps: int | None = None, warmup_steps: i
     if cfg.profile_level in ("level1", "level2"):
         out.append(f"profile_level: {cfg.profile_level}: SGLang has no profiler levels; passed as the flags it means "
                    "here that ProfileReq has (record_shapes, with_stack)")
-    for keyword, field in (("with_flops", "profile_with_flops"), ("with_modules", "profile_with_module")):
+    for keyword in UNTAKEN:
         if opts[keyword]:
-            out.append(flag_note(field, True, f"is not honoured: SGLang's ProfileReq has no {keyword}"))
+            out.append(flag_note(FIELD_OF_KEYWORD[keyword], True, f"is not honoured: SGLang's ProfileReq has no {keyword}"))
     if opts["profile_memory"]:
         out.append(flag_note("profile_with_memory", True, "is passed as activity MEM (SGLang's allocator snapshot), "
                                                           "not as torch.profiler's memory events"))

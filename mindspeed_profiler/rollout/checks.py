@@ -7,10 +7,9 @@ here raises for bad data.
 """
 from __future__ import annotations
 
-import math
-import operator
 from typing import Any
 
+from mindspeed_profiler.analysis.parsing.numbers import caller_int, caller_number, ns_of_seconds, shown_typed
 from mindspeed_profiler.core import formats
 
 # wall-clock seconds a sample time may hold: after 2000-01-01 (anything earlier is another clock:
@@ -29,45 +28,9 @@ SAMPLE_KEYS = ("type", "iteration", "stage", "id", "prompt_tokens", "response_to
 DURATIONS = ("reward_s", "tool_s", "queue_s", "prefill_s", "decode_s")
 
 
-def number(name: str, value: Any, problems: list[str]) -> float | None:
-    """`value` as a finite float, else None with a problem (None stays None, silently). Numbers of
-    other libraries (a numpy scalar, a one-element tensor) are taken through their __float__."""
-    if value is None:
-        return None
-    kind = type(value)
-    if kind is not float and kind is not int:   # the common types first: the checks below cost more
-        if kind is bool or isinstance(value, (str, bytes)) or not hasattr(kind, "__float__"):
-            problems.append(f"{name}: {_show(value)} is not a number")
-            return None
-    try:
-        value = float(value)
-    except OverflowError:
-        value = math.inf
-    except Exception:   # a tensor of many elements, a complex number, ...
-        problems.append(f"{name}: {_show(value)} is not a number")
-        return None
-    if not math.isfinite(value):
-        problems.append(f"{name}: {value} is not a finite number")
-        return None
-    return value
-
-
-def integer(value: Any) -> int | None:
-    """`value` as an int when it is an integer of any library (operator.index: numpy, torch), else
-    None; never a bool."""
-    if type(value) is int:
-        return value
-    if isinstance(value, bool):
-        return None
-    try:
-        return operator.index(value)
-    except Exception:
-        return None
-
-
 def wall_time(name: str, value: Any, now_s: float, problems: list[str]) -> float | None:
     """Wall-clock seconds, or None (with a problem when `value` was given but is not one)."""
-    v = number(name, value, problems)
+    v = caller_number(name, value, problems)
     if v is not None and not MIN_WALL_S <= v <= now_s + MAX_AHEAD_S:
         problems.append(f"{name}: {v:.6g} s is not a wall-clock time (after 2000-01-01, at most a day after the "
                         "recording): another clock?")
@@ -77,7 +40,7 @@ def wall_time(name: str, value: Any, now_s: float, problems: list[str]) -> float
 
 def duration(name: str, value: Any, problems: list[str]) -> float | None:
     """Seconds >= 0 and below a week, or None (with a problem when `value` was given but is not)."""
-    v = number(name, value, problems)
+    v = caller_number(name, value, problems)
     if v is not None and not 0.0 <= v <= MAX_DURATION_S:
         problems.append(f"{name}: {v:.6g} s is {'negative' if v < 0 else 'over a week'}")
         return None
@@ -88,9 +51,9 @@ def count(name: str, value: Any, problems: list[str]) -> int | None:
     """A token count (an int from 0 to MAX_TOKENS), or None (with a problem when given but not one)."""
     if value is None:
         return None
-    n = integer(value)
+    n = caller_int(value)
     if n is None or not 0 <= n <= MAX_TOKENS:
-        problems.append(f"{name}: {_show(value)} is not a token count (an integer from 0 to {MAX_TOKENS})")
+        problems.append(f"{name}: {shown_typed(value)} is not a token count (an integer from 0 to {MAX_TOKENS})")
         return None
     return n
 
@@ -98,12 +61,12 @@ def count(name: str, value: Any, problems: list[str]) -> int | None:
 def text(name: str, value: Any, problems: list[str]) -> str | None:
     if value is None or isinstance(value, str):
         return value
-    n = integer(value)
+    n = caller_int(value)
     if n is not None:
         return str(n)
     if type(value) is float:
         return str(value)
-    problems.append(f"{name}: {_show(value)} is not text")
+    problems.append(f"{name}: {shown_typed(value)} is not text")
     return None
 
 
@@ -113,9 +76,9 @@ def version(value: Any, problems: list[str]) -> int | None:
         return None
     if isinstance(value, str) and value.strip().isdigit():
         return int(value)
-    n = integer(value)
+    n = caller_int(value)
     if n is None:
-        problems.append(f"policy_version: {_show(value)} is not an integer")
+        problems.append(f"policy_version: {shown_typed(value)} is not an integer")
     return n
 
 
@@ -139,14 +102,12 @@ def truncated(finish_reason: str | None, response_tokens: int | None, max_tokens
     reason, response_tokens >= max_tokens when both are known; else None."""
     if finish_reason is not None:
         return finish_reason == "length"
-    limit = None if max_tokens is None else integer(max_tokens)
+    limit = None if max_tokens is None else caller_int(max_tokens)
     if response_tokens is not None and limit is not None and limit > 0:
         return response_tokens >= limit
     return None
 
 
-def to_ns(seconds: float | None) -> int | None:
-    return None if seconds is None else int(round(seconds * NS))
 
 
 def sample_line(iteration: int, stage: str, sample_id: Any, *, prompt_tokens: Any = None, response_tokens: Any = None,
@@ -169,7 +130,7 @@ def sample_line(iteration: int, stage: str, sample_id: Any, *, prompt_tokens: An
     line: dict[str, Any] = {
         "type": formats.SAMPLE_RECORD, "iteration": iteration, "stage": stage, "id": sid,
         "prompt_tokens": prompt, "response_tokens": response,
-        "start_ns": to_ns(s), "first_token_ns": to_ns(f), "end_ns": to_ns(e),
+        "start_ns": ns_of_seconds(s), "first_token_ns": ns_of_seconds(f), "end_ns": ns_of_seconds(e),
         "finish_reason": reason, "truncated": truncated(reason, response, max_tokens),
         "policy_version": version(policy_version, problems),
     }
@@ -179,10 +140,3 @@ def sample_line(iteration: int, stage: str, sample_id: Any, *, prompt_tokens: An
     line["problem"] = "; ".join(problems) if problems else None
     return line
 
-
-def _show(value: Any) -> str:
-    """A short, safe rendering of a bad value for a problem line."""
-    text_ = repr(value)
-    if len(text_) > 60:
-        text_ = text_[:57] + "..."
-    return f"{text_} ({type(value).__name__})"

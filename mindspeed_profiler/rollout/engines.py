@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+from mindspeed_profiler.analysis.parsing.numbers import caller_number
 from mindspeed_profiler.rollout import checks
 from mindspeed_profiler.rollout.pull import DICT, SGLANG, VLLM
 
@@ -58,7 +59,7 @@ def _unset(value: Any) -> bool:
 
 def _engine_ts(name: str, value: Any, problems: list[str]) -> float | None:
     """An engine timestamp as a float in its own clock, or None (unset, or not a number)."""
-    return None if _unset(value) else checks.number(name, value, problems)
+    return None if _unset(value) else caller_number(name, value, problems)
 
 
 def _diff(later: float | None, earlier: float | None) -> float | None:
@@ -114,7 +115,7 @@ def sglang_lines(metas: list[dict[str, Any]], ctx: Context) -> Converted:
     paths: dict[str, None] = {}
     for meta in metas:
         problems: list[str] = []
-        num = checks.number
+        num = caller_number
         received = num("meta_info.request_received_ts", meta.get("request_received_ts"), problems)
         finished = num("meta_info.request_finished_ts", meta.get("request_finished_ts"), problems)
         e2e = checks.duration("meta_info.e2e_latency", meta.get("e2e_latency"), problems)
@@ -153,7 +154,7 @@ def dict_lines(dicts: list[dict[str, Any]], ctx: Context) -> Converted:
         for key in d:
             if key not in _DICT_KEY_SET:
                 unknown[str(key)] = None
-        times = [checks.number(name, d.get(name), problems) for name in ("start", "first_token", "end")]
+        times = [caller_number(name, d.get(name), problems) for name in ("start", "first_token", "end")]
         start, first, end = (None if t is None else t + offset for t in times)
         lines.append(checks.sample_line(
             ctx.iteration, ctx.stage, d.get("id"), prompt_tokens=d.get("prompt_tokens"),

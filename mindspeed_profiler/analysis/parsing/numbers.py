@@ -20,6 +20,13 @@ The rules, one per function (what each gives for a bool, NaN / inf, text and jun
 | finite_number    | JSON values we wrote (metrics)   | None        | None       | None (not text)  | None      |
 | int_or           | JSON ids with a sentinel         | default     | default    | default          | default   |
 | float_or_nan     | trace event times (numpy columns)| 0.0 / 1.0 * | kept *     | float()          | NaN       |
+| caller_number    | a caller's value (sample records)| problem     | problem    | problem          | problem   |
+| caller_int       | a caller's integer (any library) | None        | None       | None             | None      |
+
+caller_number and caller_int take what a caller hands the writer (rollout/checks.py: an engine's
+RequestOutput, a user's sample dict), numbers of other libraries included (a numpy scalar, a
+one-element tensor: __float__ / operator.index); a value they refuse is said in the caller's
+`problems`, rendered by `shown_typed`. ns_of_seconds turns such seconds into the records' ns.
 
 (*) float_or_nan keeps Python's float(): a trace's `"ts": true` has always read as 1.0 and "inf"
 as inf (the event table drops non-finite times itself); changing that would change the numbers
@@ -28,6 +35,7 @@ of such traces, so it stays (the one exception to "a bool is not a number").
 from __future__ import annotations
 
 import math
+import operator
 from decimal import Decimal, InvalidOperation
 
 MAX_TEXT = 100      # characters of a number's text: torch_npu writes at most ~25 (a float64, a tab)
@@ -39,6 +47,54 @@ def shown(v) -> str:
     """A value as a message shows it: its repr, cut to 40 characters."""
     r = repr(v)
     return r if len(r) <= 40 else r[:37] + "..."
+
+
+def shown_typed(v) -> str:
+    """A caller's bad value as a problem line shows it: its repr (cut to 60 characters) and its type."""
+    r = repr(v)
+    if len(r) > 60:
+        r = r[:57] + "..."
+    return f"{r} ({type(v).__name__})"
+
+
+def caller_number(name: str, value, problems: list[str]) -> float | None:
+    """`value` as a finite float, else None with a problem (None stays None, silently). Numbers of
+    other libraries (a numpy scalar, a one-element tensor) are taken through their __float__."""
+    if value is None:
+        return None
+    kind = type(value)
+    if kind is not float and kind is not int:   # the common types first: the checks below cost more
+        if kind is bool or isinstance(value, (str, bytes)) or not hasattr(kind, "__float__"):
+            problems.append(f"{name}: {shown_typed(value)} is not a number")
+            return None
+    try:
+        value = float(value)
+    except OverflowError:
+        value = math.inf
+    except Exception:   # a tensor of many elements, a complex number, ...
+        problems.append(f"{name}: {shown_typed(value)} is not a number")
+        return None
+    if not math.isfinite(value):
+        problems.append(f"{name}: {value} is not a finite number")
+        return None
+    return value
+
+
+def caller_int(value) -> int | None:
+    """`value` as an int when it is an integer of any library (operator.index: numpy, torch), else
+    None; never a bool."""
+    if type(value) is int:
+        return value
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except Exception:
+        return None
+
+
+def ns_of_seconds(seconds: float | None) -> int | None:
+    return None if seconds is None else int(round(seconds * 1_000_000_000))
 
 
 def _text(v: str) -> str:
