@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-ORDER = ["perf_profiler.md", "perf_capture.md", "perf_ondemand.md", "perf_memory.md", "perf_tracing.md", "perf_analysis.md",
+ORDER = ["perf_profiler.md", "perf_capture.md", "perf_ondemand.md", "perf_memory.md", "perf_rollout.md", "perf_tracing.md",
+         "perf_analysis.md",
          "perf_scale.md", "perf_timeline.md"]
 
 HEADER = """# Performance: overhead and speed, measured
@@ -24,6 +25,7 @@ time. The sections below are assembled from `docs/perf_*.md` by `benchmarks/asse
 | `bench_capture_cost.py` | a captured iteration / an uncaptured one per level, export included, the export's phases, peak RSS; gzip levels; writer thread vs process (CPU and an H200) | Capture cost |
 | `bench_ondemand.py` | the idle cost of `dynamic: true` (listening for on-demand requests) per step() and stage() | On-demand capture |
 | `bench_memory.py` | the per-stage memory's cost per stage call (host and device peaks), an out-of-memory snapshot's dump, the host watermark's check; the allocator history's cost per iteration on a GPU | Memory tracking |
+| `bench_vllm_rollout.py` | on the real vLLM CPU engine: the per-sample records and an attached, idle engine capture per rollout iteration, against the generation | The rollout on a real engine |
 | `bench_markers.py`, `bench_tracer.py` | a decorated call with profiling off; a span with the tracer on vs RLinf's per-event Ray call | Markers and tracer |
 | `bench_analyse.py` | analysis vs raw JSON parse vs HolisticTraceAnalysis; a 500 MB trace in bounded memory | Offline analysis |
 | `bench_analyse_ray.py` | `analyse --ray` on 1,200 captures over simulated nodes: bytes sent to the driver, driver memory, wall time vs the local pool | Offline analysis |
