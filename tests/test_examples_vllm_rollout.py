@@ -28,7 +28,7 @@ from vllm_testutil import need_vllm
 
 pytestmark = pytest.mark.slow
 
-X
+LOGPROB_TOL = 1e-4   # per token, float32: measured 2.4e-7 - 4.8e-7 over 3 syncs (vLLM's CPU kernels vs Megatron's local spec)
 
 
 def _spans(save: Path) -> dict[tuple[str, str], list[dict]]:
