@@ -139,8 +139,9 @@ class Rows:
 
 
 def start_rollout(cluster: Any, model: dict, seed: int, settings: dict[str, Any]) -> Any:
-    """The rollout group: one rank, a Megatron model (its own torch.distributed group of one) or,
-    with `<trainer>.rollout=vllm`, a vLLM engine (vllm_rollout.py)."""
+    """The rollout group apart from the actors (the async mode's, and a vLLM rollout's in either
+    mode): one rank, a Megatron model (its own torch.distributed group of one) or, with
+    `<trainer>.rollout=vllm`, a vLLM engine (vllm_rollout.py)."""
     if vllm_rollout.is_vllm(settings):
         return cluster.group(vllm_rollout.VllmRolloutWorker, 1, model, seed=seed)[0]
     return cluster.group(RolloutWorker, 1, model, seed=seed)[0]

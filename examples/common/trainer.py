@@ -249,16 +249,16 @@ class Trainer:
     def iteration(self, cluster: RayCluster, actors: list[Any], ref: Any, it: int) -> dict[str, float]:
         raise NotImplementedError
 
-    def generate(self, cluster: RayCluster, actors: list[Any], prompts: Any, n_samples: int) -> list[tuple[Any, Any]]:
-        """`n_samples` responses per prompt, as (tokens, lengths) shards: each actor rank generates
-        its share of the prompts, or the vLLM rollout the whole batch (`rollout=vllm`)."""
+    def generate(self, cluster: RayCluster, actors: list[Any], prompts: Any, n_samples: int,
+                 it: int) -> list[tuple[Any, Any]]:
+        """`n_samples` responses per prompt in iteration `it`, as (tokens, lengths) shards: each actor
+        rank generates its share of the prompts (recording `it` as the samples' version, as before),
+        or the vLLM rollout the whole batch (`rollout=vllm`: it records the version it holds)."""
         s = self.s
         if self.rollout:
             return [cluster.get(self.rollout[0].generate.remote(prompts, n_samples, s["response_len"], s["temperature"]))]
-        return cluster.get([a.generate.remote(p, n_samples, s["response_len"], s["temperature"], self.iteration_no)
+        return cluster.get([a.generate.remote(p, n_samples, s["response_len"], s["temperature"], it)
                             for a, p in zip(actors, prompts.chunk(len(actors)))])
-
-    iteration_no = 0   # the iteration running (the version the actors record with their samples)
 
     def format_row(self, row: dict[str, float]) -> str:
         return "  ".join(f"{k} {v:.4f}" for k, v in row.items() if k not in ("iteration", "seconds"))
@@ -276,7 +276,6 @@ def _sync_iterations(trainer: Trainer, cluster: RayCluster, actors: list[Any], r
     rows = async_loop.DriverRows(async_loop.tracker_path(cfg)) if trainer.rollout else None
     for it in range(1, int(settings["iterations"]) + 1):
         t0 = time.perf_counter()
-        trainer.iteration_no = it
         with trace_span("iteration", cat="iteration", args={"iteration": it}):
             row = trainer.iteration(cluster, actors, ref, it)
             sync = vllm_rollout.sync_weights(cluster, actors[0], trainer.rollout[0], it) if trainer.rollout else {}
@@ -336,10 +335,7 @@ def run_trainer(trainer_cls: type[Trainer], config_path: str | Path, overrides: 
             actors = cluster.group(trainer.async_actor_cls if mode_async else trainer.actor_cls, n_actors, model,
                                    seed=settings["seed"])
             ref = cluster.group(trainer.ref_cls, 1, model, seed=settings["seed"])[0]
-            if mode_async:
-                rollout = [async_loop.start_rollout(cluster, model, settings["seed"], settings)]
-            else:
-                rollout = [cluster.group(vllm_rollout.VllmRolloutWorker, 1, model, seed=settings["seed"])[0]] if on_vllm else []
+            rollout = [async_loop.start_rollout(cluster, model, settings["seed"], settings)] if mode_async or on_vllm else []
             cluster.sync_clocks()
             # the reference, every actor rank (and the rollout) start as a copy of actor rank 0's initial
             # (warm-started) policy: a vLLM rollout builds its engine on it (version 0)

@@ -188,13 +188,16 @@ class VllmRolloutWorker(BatchRollout, PolicyWorker):
                        worker_extension_cls=weight_sync.EXTENSION, **args["kwargs"], **extra)
         self.engine = attach_engine(self.profiler, self.llm, in_process=in_process)
         self.version = version
+        import vllm
+
         return {"seconds": time.time() - t0, "notes": args["notes"], "placement": v["placement"],
-                "vllm": getattr(__import__("vllm"), "__version__", None)}
+                "vllm": vllm.__version__}
 
     def generate(self, prompts: torch.Tensor, n_samples: int, response_len: int, temperature: float = 1.0,
                  policy_version: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """n_samples responses per prompt from the engine (as ActorWorker.generate gives them), each
-        sample recorded from its RequestOutput with the version of the weights loaded last."""
+        sample recorded from its RequestOutput with the version of the weights loaded last (this
+        worker's own count: `policy_version`, the caller's word, is not used)."""
         with self.profiler.stage("actor_generate"), torch.no_grad():
             sleep_ms(self.model_cfg.get("rollout_delay_ms", 0))   # the async mode's slower-rollout knob
             prompts = prompts.repeat_interleave(n_samples, dim=0)

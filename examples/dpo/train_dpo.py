@@ -61,7 +61,7 @@ class DPO(Trainer):
         p_len = int(d["prompt_len"])
         prompts = task.make_prompts(int(d["pairs_per_iteration"]), p_len, self.gen)
         with trace_span("actor_generate", cat="rpc", args=span):   # each rank: one response per prompt of its shard
-            shards = self.generate(cluster, actors, prompts, 1)
+            shards = self.generate(cluster, actors, prompts, 1, it)
         with trace_span("make_pairs", cat=CAT_STAGE, args={**span, "stage": "make_pairs"}):   # driver work: a stage too
             generated = task.pad_responses([shard[0] for shard in shards])
             right, right_len = task.answers(prompts, max(generated.shape[1] - p_len, task.LONGEST_ANSWER))

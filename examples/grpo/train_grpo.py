@@ -71,7 +71,7 @@ class GRPO(Trainer):
         span = {"iteration": it}
         prompts = task.make_prompts(int(g["prompts_per_iteration"]), int(g["prompt_len"]), self.gen)
         with trace_span("actor_generate", cat="rpc", args=span):
-            shards = self.generate(cluster, actors, prompts, g["samples_per_prompt"])
+            shards = self.generate(cluster, actors, prompts, g["samples_per_prompt"], it)
         # each rank's batch is as wide as its longest response: padded to the widest (masked out)
         tokens = task.pad_responses([shard[0] for shard in shards])
         lengths = torch.cat([shard[1] for shard in shards])

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -77,8 +78,6 @@ def engine_device(device: str | None = None) -> str:
     vLLM's own platform when vLLM is imported here (it is, to build an LLM); else cuda when torch
     sees one, cpu otherwise. An unknown device is a ValueError naming the allowed ones."""
     if device is None:
-        import sys
-
         platforms = sys.modules.get("vllm.platforms")
         platform = getattr(platforms, "current_platform", None) if platforms is not None else None
         device = getattr(platform, "device_type", None) if platform is not None else None
